@@ -1,0 +1,125 @@
+"""`HDETAccelerate`: HDET for custom ``no_trainer`` loops written with 🤗 Accelerate.
+
+Shaped like Accelerate's ``LocalSGD``: a small object around the ``Accelerator``, with ``prepare`` in place
+of ``accelerator.prepare`` and one ``step(loss)`` call after ``optimizer.step()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from torch import nn
+
+from .config import HDETConfig
+from .engine import HDETEngine, SyncReport
+from .schedulers import HDETLRScheduler
+
+__all__ = ["HDETAccelerate"]
+
+
+class HDETAccelerate:
+    """HDET for a hand-written Accelerate loop.
+
+    Args:
+        accelerator: the run's `Accelerator`.
+        config: an `HDETConfig`.
+        total_steps: planned optimizer steps (controller warm-up, final converge).
+        enabled: ``False`` makes every call a plain pass-through (``prepare`` = ``accelerator.prepare``),
+            so one script serves both HDET and DDP runs.
+
+    Example:
+        >>> accelerator = Accelerator()  # doctest: +SKIP
+        >>> hdet = HDETAccelerate(accelerator, HDETConfig(lr_spread=0.5, sync_interval=20), total_steps=1000)
+        >>> model, optimizer, loader, scheduler = hdet.prepare(model, optimizer, loader, scheduler)
+        >>> for batch in loader:
+        ...     with accelerator.accumulate(model):
+        ...         loss = model(**batch).loss
+        ...         accelerator.backward(loss)
+        ...         optimizer.step()
+        ...         hdet.step(loss)  # steps `scheduler` too; converges every 20 optimizer steps
+        ...         optimizer.zero_grad()
+        >>> hdet.converge()  # before your own evaluation or save (the last step converges by itself)
+    """
+
+    def __init__(
+        self, accelerator: Accelerator, config: HDETConfig, total_steps: int, enabled: bool = True
+    ) -> None:
+        self.accelerator = accelerator
+        self.config = config
+        self.total_steps = total_steps
+        self.enabled = enabled
+        self.engine: HDETEngine | None = None
+        self.lr_scheduler: HDETLRScheduler | None = None
+        self.model: nn.Module | None = None
+        config.check_run_length(total_steps)
+
+    def prepare(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        *others: Any,
+        lr_scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    ) -> tuple[Any, ...]:
+        """``accelerator.prepare`` for HDET. Pass the scheduler last (positionally) or as ``lr_scheduler``.
+
+        The model is not wrapped in DDP in ``local`` mode, and the scheduler is not given to Accelerate
+        (its ``AcceleratedScheduler`` steps once per process per call, which would distort the schedule);
+        HDET wraps it instead and steps it from ``step(loss)``.
+        """
+        rest = list(others)
+        if lr_scheduler is None and rest and isinstance(rest[-1], torch.optim.lr_scheduler.LRScheduler):
+            lr_scheduler = rest.pop()
+        if not self.enabled:
+            prepared = self.accelerator.prepare(model, optimizer, *rest)
+            return (*prepared, lr_scheduler) if lr_scheduler is not None else prepared
+        if self.config.gradient_sync == "local":
+            model = self.accelerator.prepare_model(model, evaluation_mode=True)
+            prepared = self.accelerator.prepare(optimizer, *rest)
+            optimizer, *rest = prepared if rest else (prepared,)
+        else:
+            model, optimizer, *rest = self.accelerator.prepare(model, optimizer, *rest)
+        self.model = model
+        raw_optimizer = getattr(optimizer, "optimizer", optimizer)
+        self.engine = HDETEngine(
+            self.config, self.accelerator.unwrap_model(model), raw_optimizer, self.total_steps
+        )
+        if lr_scheduler is None:
+            lr_scheduler = torch.optim.lr_scheduler.LambdaLR(raw_optimizer, lambda _: 1.0)
+        self.lr_scheduler = HDETLRScheduler(lr_scheduler, self.engine)
+        if self.config.gradient_sync == "local":
+            self.engine.broadcast_from_rank0()
+        return (model, optimizer, *rest, self.lr_scheduler)
+
+    def step(self, loss: torch.Tensor | float) -> SyncReport | None:
+        """Call after ``optimizer.step()`` on every micro-batch; counts only real optimizer steps."""
+        if not self.enabled or self.engine is None:
+            return None
+        steps = max(self.accelerator.gradient_accumulation_steps, 1)
+        self.engine.add_loss(loss / steps if steps > 1 else loss)
+        if not self.accelerator.sync_gradients:
+            return None
+        report = self.engine.end_step()
+        assert self.lr_scheduler is not None
+        self.lr_scheduler.step()
+        return report
+
+    def converge(self) -> SyncReport | None:
+        """Average the replicas now (e.g. before evaluating or saving); no controller update."""
+        if not self.enabled or self.engine is None or self.engine.steps_since_sync == 0:
+            return None
+        report = self.engine.converge(regular=False)
+        assert self.lr_scheduler is not None
+        self.lr_scheduler.reapply()
+        return report
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.engine.state_dict() if self.engine is not None else {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.engine is None:
+            raise RuntimeError("Call prepare() before load_state_dict()")
+        self.engine.load_state_dict(state)
+        assert self.lr_scheduler is not None
+        self.lr_scheduler.reapply()

@@ -1,0 +1,141 @@
+"""Every collective HDET issues lives here: the fused converge and the start-up broadcast.
+
+`fused_average_` follows PyTorch's ``model_averaging.utils.average_parameters``: copy tensors into one
+flat buffer, one all-reduce, copy back. It adds two things: the buffer also carries a small per-rank
+statistics block (each rank fills its own row, the SUM all-reduce turns it into a gather), and ranks can
+abstain (a diverged replica contributes zeros and the sum is divided by the number of contributors).
+
+Memory: the flat buffer holds at most ``bucket_cap_bytes`` (plus the statistics block) at a time; a model
+larger than the cap is averaged in several all-reduces, one bucket after another, instead of doubling the
+model's memory. Tensors in half precision are averaged in float32 (summing N bf16 values in bf16 loses
+bits), so a bf16 bucket of B bytes costs 2B.
+
+Every rank receives the same reduced bytes and divides them by the same count, so after the call all
+ranks hold bit-identical tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["fused_average_", "broadcast_tensors_", "iter_buckets"]
+
+
+def _buffer_dtype(tensors: Sequence[torch.Tensor]) -> torch.dtype:
+    return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
+
+
+def iter_buckets(
+    tensors: Sequence[torch.Tensor], bucket_cap_bytes: int, element_size: int
+) -> Iterator[list[int]]:
+    """Indices of ``tensors`` grouped in order into buckets of at most ``bucket_cap_bytes`` (>= 1 tensor each)."""
+    bucket: list[int] = []
+    size = 0
+    for index, tensor in enumerate(tensors):
+        nbytes = tensor.numel() * element_size
+        if bucket and size + nbytes > bucket_cap_bytes:
+            yield bucket
+            bucket, size = [], 0
+        bucket.append(index)
+        size += nbytes
+    if bucket:
+        yield bucket
+
+
+def fused_average_(
+    tensors: Sequence[torch.Tensor],
+    stats_row: torch.Tensor,
+    rank: int,
+    world_size: int,
+    *,
+    contribute: bool = True,
+    bucket_cap_bytes: int = 256 * 2**20,
+    group: dist.ProcessGroup | None = None,
+) -> tuple[torch.Tensor, int]:
+    """Average ``tensors`` in place across ranks and gather ``stats_row`` from every rank.
+
+    Args:
+        tensors: floating-point tensors, same shapes and order on every rank (parameters, buffers, optimizer
+            state). Averaged in place.
+        stats_row: 1-D float tensor of K numbers from this rank (e.g. its mean loss and its multipliers).
+        rank, world_size: this rank and the number of ranks in ``group``.
+        contribute: False for a replica that must not enter the average (non-finite loss or parameters);
+            it still receives the average of the others.
+        bucket_cap_bytes: size cap of the flat buffer (see module docstring).
+
+    Returns:
+        ``(stats, contributors)``: a ``[world_size, K]`` float64 tensor with every rank's row, and the number
+        of ranks that contributed. With a single bucket (the usual case) this is exactly one all-reduce.
+    """
+    if not tensors:
+        raise ValueError("Expected at least one tensor to average, but got none")
+    dtype = _buffer_dtype(tensors)
+    device = tensors[0].device
+    element_size = torch.empty((), dtype=dtype).element_size()
+    k = stats_row.numel()
+    # Statistics ride in float64 inside the first bucket's buffer when that buffer is float64; otherwise in
+    # float32, which is plenty for losses and multipliers. One extra slot per rank counts contributors.
+    stats_block = torch.zeros(world_size, k + 1, dtype=dtype, device=device)
+    stats_block[rank, :k] = stats_row.to(dtype)
+    stats_block[rank, k] = 1.0 if contribute else 0.0
+
+    stats: torch.Tensor | None = None
+    contributors = world_size
+    for bucket_index, bucket in enumerate(iter_buckets(tensors, bucket_cap_bytes, element_size)):
+        parts = [tensors[i] for i in bucket]
+        numel = sum(t.numel() for t in parts)
+        extra = stats_block.numel() if bucket_index == 0 else 0
+        flat = torch.empty(numel + extra, dtype=dtype, device=device)
+        if contribute:
+            torch.cat([t.reshape(-1).to(dtype) for t in parts], out=flat[:numel])
+        else:
+            # Zeros, not 0 * x: 0 * NaN is NaN and would poison every rank's average.
+            flat[:numel].zero_()
+        if extra:
+            flat[numel:] = stats_block.reshape(-1)
+        if world_size > 1:
+            dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group)
+        if bucket_index == 0:
+            stats = flat[numel:].view(world_size, k + 1).double().clone()
+            contributors = int(round(float(stats[:, k].sum())))
+            if contributors == 0:
+                raise RuntimeError("No rank contributed to the average: every replica was flagged unhealthy")
+        values = flat[:numel]
+        values.div_(contributors)
+        offset = 0
+        for t in parts:
+            n = t.numel()
+            t.copy_(values[offset : offset + n].view_as(t))
+            offset += n
+    assert stats is not None
+    return stats[:, :k], contributors
+
+
+def broadcast_tensors_(
+    tensors: Sequence[torch.Tensor],
+    src: int = 0,
+    *,
+    bucket_cap_bytes: int = 256 * 2**20,
+    group: dist.ProcessGroup | None = None,
+) -> None:
+    """Copy rank ``src``'s tensors to every rank, one flat broadcast per bucket and dtype.
+
+    Used once at start in ``local`` mode, where no DDP wrapper broadcasts the initial parameters.
+    """
+    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+    for t in tensors:
+        by_dtype.setdefault(t.dtype, []).append(t)
+    for dtype, same in by_dtype.items():
+        element_size = torch.empty((), dtype=dtype).element_size()
+        for bucket in iter_buckets(same, bucket_cap_bytes, element_size):
+            parts = [same[i] for i in bucket]
+            flat = torch.cat([t.reshape(-1) for t in parts])
+            dist.broadcast(flat, src=src, group=group)
+            offset = 0
+            for t in parts:
+                n = t.numel()
+                t.copy_(flat[offset : offset + n].view_as(t))
+                offset += n

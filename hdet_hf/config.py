@@ -1,0 +1,242 @@
+"""`HDETConfig`: every HDET setting, its help text and its validation, written once.
+
+`HDETTrainingArguments` turns each field into a `--hdet_<name>` flag (same help text), and the Accelerate
+API and the drop-in scheduler take the same dataclass, so the three shells cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+__all__ = ["HDETConfig", "GRADIENT_SYNC_MODES", "CONTROLLER_UPDATES", "TEMPERATURE_MODES", "BASE_SCHEDULES"]
+
+GRADIENT_SYNC_MODES = ("local", "shared")
+CONTROLLER_UPDATES = ("multiplicative", "additive")
+TEMPERATURE_MODES = ("adaptive", "fixed")
+BASE_SCHEDULES = ("one_cycle", "trainer")
+
+
+@dataclass
+class HDETConfig:
+    """Settings of one HDET run. Validated on construction; errors name the flag, the value and the fix.
+
+    Example:
+        >>> from hdet_hf import HDETConfig
+        >>> config = HDETConfig(lr_spread=0.5, sync_interval=20, auto_lr=True)
+        >>> config.lr_spread
+        0.5
+    """
+
+    lr_spread: float = field(
+        default=0.5,
+        metadata={
+            "help": "Learning-rate spread alpha in [0, 1). Rank r of N runs at base LR x "
+            "(1 + alpha*(r-(N-1)/2)/max((N-1)/2, 0.5)); the multipliers average exactly 1."
+        },
+    )
+    sync_interval: int = field(
+        default=50,
+        metadata={
+            "help": "Optimizer steps T between converges (parameter averages). Counted in optimizer steps, "
+            "not micro-batches. Evaluation, saving and the last step also converge."
+        },
+    )
+    gradient_sync: str = field(
+        default="local",
+        metadata={
+            "help": "'local': no gradient all-reduce between converges, each rank steps on its own gradient "
+            "(communication every T steps only). 'shared': the paper's variant, DDP all-reduces gradients every "
+            "step and ranks differ only in step size.",
+            "choices": list(GRADIENT_SYNC_MODES),
+        },
+    )
+    auto_lr: bool = field(
+        default=False,
+        metadata={
+            "help": "Let the controller move the shared base LR after each converge: ranks with lower loss "
+            "get more softmax weight, and the weighted-minus-plain mean multiplier is the hypergradient."
+        },
+    )
+    auto_lr_warmup_steps: float = field(
+        default=0.1,
+        metadata={
+            "help": "Steps before the controller starts moving the base LR: an integer >= 1, or a fraction "
+            "of the total optimizer steps in [0, 1). The spread applies from the first step regardless."
+        },
+    )
+    controller_temperature: float = field(
+        default=1.0,
+        metadata={
+            "help": "Softmax temperature sigma for the loss weights softmax((mean_loss - loss_r)/sigma). "
+            "With --hdet_controller_temperature_mode adaptive it is in units of the replicas' loss standard "
+            "deviation; with 'fixed' in loss units (the paper's loss_scale, 0.002)."
+        },
+    )
+    controller_temperature_mode: str = field(
+        default="adaptive",
+        metadata={
+            "help": "'adaptive': sigma is multiplied by the standard deviation of the replica losses at each "
+            "converge, so the weights do not depend on the loss's scale. 'fixed': sigma as given (paper).",
+            "choices": list(TEMPERATURE_MODES),
+        },
+    )
+    controller_lr: float = field(
+        default=0.5,
+        metadata={"help": "Controller step size lambda (the paper's lr_of_lr)."},
+    )
+    controller_momentum: float = field(
+        default=0.9,
+        metadata={"help": "Controller momentum beta in [0, 1) (the paper's momentum_of_lr)."},
+    )
+    controller_update: str = field(
+        default="multiplicative",
+        metadata={
+            "help": "'multiplicative': log(scale) += lambda*v with delta measured on log multipliers, so the "
+            "base LR can never reach zero. 'additive': the paper's base += lambda*v in LR units "
+            "(clamped to the allowed range).",
+            "choices": list(CONTROLLER_UPDATES),
+        },
+    )
+    controller_max_factor: float = field(
+        default=10.0,
+        metadata={
+            "help": "The controller keeps the base LR within [schedule/f, schedule*f] of the configured "
+            "schedule; f > 1."
+        },
+    )
+    seed: int = field(
+        default=0,
+        metadata={
+            "help": "Seed of the permutations that reassign multipliers at each converge. A private "
+            "generator, identical on every rank; the global RNG is never touched."
+        },
+    )
+    average_optimizer_state: bool = field(
+        default=False,
+        metadata={
+            "help": "Also average floating-point optimizer state (e.g. Adam moments) at each converge. "
+            "Off by default: each rank keeps the moments of its own trajectory."
+        },
+    )
+    bucket_size_mb: float = field(
+        default=256.0,
+        metadata={
+            "help": "Size cap of the flat buffer of one converge all-reduce, in MiB. A model larger than "
+            "this is averaged in several buckets, so the converge costs at most this much extra memory."
+        },
+    )
+    base_schedule: str = field(
+        default="one_cycle",
+        metadata={
+            "help": "HDETTrainer only. 'one_cycle': the base LR follows OneCycle (peak --learning_rate, warm-up "
+            "from --warmup_steps/--warmup_ratio or 30%%, div 25, final div 1e4). 'trainer': the schedule "
+            "of --lr_scheduler_type. The controller acts as a bounded multiplicative correction on top.",
+            "choices": list(BASE_SCHEDULES),
+        },
+    )
+
+    def __post_init__(self) -> None:
+        _check_choice("gradient_sync", self.gradient_sync, GRADIENT_SYNC_MODES)
+        _check_choice("controller_update", self.controller_update, CONTROLLER_UPDATES)
+        _check_choice("controller_temperature_mode", self.controller_temperature_mode, TEMPERATURE_MODES)
+        _check_choice("base_schedule", self.base_schedule, BASE_SCHEDULES)
+        if not (isinstance(self.lr_spread, (int, float)) and 0.0 <= self.lr_spread < 1.0):
+            raise ValueError(
+                f"{_flag('lr_spread')} must be in [0, 1), but got {self.lr_spread!r}: multipliers are "
+                "1 - spread .. 1 + spread, so spread >= 1 gives a rank a zero or negative LR. "
+                f"Use e.g. {_flag('lr_spread')} 0.5."
+            )
+        if (
+            not isinstance(self.sync_interval, int)
+            or isinstance(self.sync_interval, bool)
+            or self.sync_interval < 1
+        ):
+            raise ValueError(
+                f"{_flag('sync_interval')} must be a positive integer number of optimizer steps, but got "
+                f"{self.sync_interval!r}. Use e.g. {_flag('sync_interval')} 50."
+            )
+        warmup = self.auto_lr_warmup_steps
+        if not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0) or (
+            warmup >= 1 and warmup != int(warmup)
+        ):
+            raise ValueError(
+                f"{_flag('auto_lr_warmup_steps')} must be an integer number of steps >= 1 or a fraction of the "
+                f"run in [0, 1), but got {warmup!r}. Use e.g. 200 or 0.1."
+            )
+        if self.auto_lr and self.lr_spread == 0:
+            raise ValueError(
+                f"{_flag('auto_lr')} needs a spread to measure a hypergradient, but {_flag('lr_spread')} is 0: "
+                f"every rank would run the same LR. Set {_flag('lr_spread')} to e.g. 0.5, or drop "
+                f"{_flag('auto_lr')}."
+            )
+        if not (math.isfinite(self.controller_temperature) and self.controller_temperature > 0):
+            raise ValueError(
+                f"{_flag('controller_temperature')} must be a positive finite number, but got "
+                f"{self.controller_temperature!r}: it divides the loss differences in the softmax. "
+                "Use e.g. 1.0 (adaptive mode) or 0.002 (fixed mode, the paper's value)."
+            )
+        if not (math.isfinite(self.controller_lr) and self.controller_lr >= 0):
+            raise ValueError(
+                f"{_flag('controller_lr')} must be >= 0, but got {self.controller_lr!r}. Use e.g. 0.5; 0 freezes "
+                "the base LR."
+            )
+        if not 0.0 <= self.controller_momentum < 1.0:
+            raise ValueError(
+                f"{_flag('controller_momentum')} must be in [0, 1), but got {self.controller_momentum!r}: "
+                "at 1 the velocity never takes in a new measurement. Use e.g. 0.9."
+            )
+        if not (math.isfinite(self.controller_max_factor) and self.controller_max_factor > 1.0):
+            raise ValueError(
+                f"{_flag('controller_max_factor')} must be a finite number > 1, but got "
+                f"{self.controller_max_factor!r}. Use e.g. 10 to let the controller move the LR 10x either way."
+            )
+        if not self.bucket_size_mb > 0:
+            raise ValueError(f"{_flag('bucket_size_mb')} must be > 0 MiB, but got {self.bucket_size_mb!r}.")
+        if self.sync_interval == 1 and self.gradient_sync == "local":
+            warnings.warn(
+                f"{_flag('sync_interval')} 1 averages parameters after every step: replicas never diverge, so "
+                "this costs as much communication as DDP and explores little.",
+                stacklevel=3,
+            )
+
+    def resolve_warmup_steps(self, total_steps: int) -> int:
+        """The controller's warm-up in optimizer steps for a run of ``total_steps``."""
+        warmup = self.auto_lr_warmup_steps
+        return int(warmup) if warmup >= 1 else int(round(warmup * total_steps))
+
+    def check_run_length(self, total_steps: int) -> None:
+        """Refuse settings that cannot work for a run of ``total_steps`` optimizer steps (before any work)."""
+        if total_steps < 1:
+            raise ValueError(f"Expected positive integer total_steps, but got {total_steps!r}")
+        if self.sync_interval > total_steps:
+            raise ValueError(
+                f"{_flag('sync_interval')} {self.sync_interval} is longer than the run ({total_steps} optimizer "
+                f"steps): replicas would be averaged only once, at the end. Use {_flag('sync_interval')} "
+                f"<= {max(total_steps // 10, 1)} or train longer."
+            )
+        if self.auto_lr and self.resolve_warmup_steps(total_steps) >= total_steps:
+            raise ValueError(
+                f"{_flag('auto_lr_warmup_steps')} {self.auto_lr_warmup_steps} ends at or after the last step "
+                f"({total_steps}): the controller would never run. Use a fraction such as 0.1, or drop "
+                f"{_flag('auto_lr')}."
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+
+def _flag(name: str) -> str:
+    """How a field is spelled for users: the CLI flag (the Python argument drops the prefix)."""
+    return f"--hdet_{name}"
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{_flag(name)} must be one of {', '.join(choices)}, but got {value!r}.")

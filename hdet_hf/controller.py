@@ -1,0 +1,129 @@
+"""The auto controller: a zero-order hypergradient from replica losses, as pure tensor math.
+
+Nothing here knows about processes. The engine gathers each rank's mean loss and multiplier at a converge
+and calls `controller_step`; tests call it with hand-made numbers.
+
+The paper's update, for values ``x_r = base * m_r`` run by the ranks:
+    w = softmax((mean(loss) - loss) / sigma)
+    delta = sum_r w_r x_r - mean_r x_r
+    v = beta * v + (1 - beta) * delta
+    base = base * (1 - gamma) + lambda * v
+We apply it as a *correction factor* on top of the configured schedule (the schedule supplies the decay
+that the paper's gamma approximates; its published gamma is negative for OneCycle's defaults and made the
+LR grow ~1.3x per sync). Two update rules:
+- ``additive`` (paper): ``base += lambda * v`` in value units, then clamped to the allowed range;
+- ``multiplicative`` (default): delta measured on ``log m_r``, ``log(scale) += lambda * v``. Scale-free and
+  always positive.
+Ranks flagged unhealthy (non-finite loss) get weight 0: their multiplier counts as the worst.
+
+Example:
+    >>> import torch
+    >>> state = ControllerState()
+    >>> settings = ControllerSettings(temperature=1.0, temperature_mode="adaptive", lr=1.0, momentum=0.0)
+    >>> m = torch.tensor([0.5, 1.0, 1.5])
+    >>> new, info = controller_step(state, m, torch.tensor([3.0, 2.0, 1.0]), settings, base_value=1e-3)
+    >>> new.scale > 1.0   # the high-LR rank had the lowest loss, so the base LR goes up
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["ControllerSettings", "ControllerState", "loss_weights", "controller_step", "reference_gamma"]
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    temperature: float = 1.0
+    temperature_mode: str = "adaptive"
+    lr: float = 0.5
+    momentum: float = 0.9
+    update: str = "multiplicative"
+    max_factor: float = 10.0
+
+
+@dataclass(frozen=True)
+class ControllerState:
+    """Correction factor on the schedule (1 = follow it) and the momentum velocity."""
+
+    scale: float = 1.0
+    velocity: float = 0.0
+
+
+def loss_weights(
+    losses: torch.Tensor, temperature: float, mode: str, healthy: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Softmax weights ``softmax((mean - loss) / sigma)`` over healthy ranks; unhealthy ranks get 0.
+
+    In ``adaptive`` mode ``sigma = temperature * std(healthy losses)``; identical losses give uniform weights.
+    """
+    losses = losses.double()
+    if healthy is None:
+        healthy = torch.isfinite(losses)
+    healthy = healthy & torch.isfinite(losses)
+    if not bool(healthy.any()):
+        raise ValueError("Expected at least one healthy rank (finite loss), but all losses are non-finite")
+    good = losses[healthy]
+    sigma = temperature
+    if mode == "adaptive":
+        spread = float(good.std(unbiased=False)) if good.numel() > 1 else 0.0
+        if spread == 0.0:
+            sigma = math.inf
+        else:
+            sigma = temperature * spread
+    logits = torch.full_like(losses, -math.inf)
+    logits[healthy] = (good.mean() - good) / sigma if math.isfinite(sigma) else torch.zeros_like(good)
+    return torch.softmax(logits, dim=0)
+
+
+def controller_step(
+    state: ControllerState,
+    multipliers: torch.Tensor,
+    losses: torch.Tensor,
+    settings: ControllerSettings,
+    base_value: float,
+    healthy: torch.Tensor | None = None,
+) -> tuple[ControllerState, dict[str, float | list[float]]]:
+    """One controller update. ``base_value`` is the current base (schedule x scale) at this converge.
+
+    Returns the new state and what happened (weights, delta) for logs and the schedule metadata.
+    """
+    weights = loss_weights(losses, settings.temperature, settings.temperature_mode, healthy)
+    m = multipliers.double()
+    if settings.update == "multiplicative":
+        signal = m.log()
+        delta = float((weights * signal).sum() - signal.mean())
+        velocity = settings.momentum * state.velocity + (1 - settings.momentum) * delta
+        # Clamp in log space: exp() of a huge step would overflow before the clamp below.
+        log_scale = math.log(state.scale) + settings.lr * velocity
+        bound = math.log(settings.max_factor)
+        scale = math.exp(min(max(log_scale, -bound), bound))
+    elif settings.update == "additive":
+        values = base_value * m
+        delta = float((weights * values).sum() - values.mean())
+        velocity = settings.momentum * state.velocity + (1 - settings.momentum) * delta
+        new_base = base_value + settings.lr * velocity
+        scale = state.scale * new_base / base_value if base_value > 0 else state.scale
+    else:
+        raise ValueError(
+            f"Expected controller update 'multiplicative' or 'additive', but got {settings.update!r}"
+        )
+    # Keep the value legal (> 0) and within the allowed band around the schedule; NaN scale cannot happen
+    # because non-finite losses were given weight 0 above.
+    low, high = 1.0 / settings.max_factor, settings.max_factor
+    scale = min(max(scale, low), high)
+    info = {"weights": weights.tolist(), "delta": delta, "velocity": velocity, "scale": scale}
+    return ControllerState(scale=scale, velocity=velocity), info
+
+
+def reference_gamma(div_factor: float, final_div_factor: float, num_syncs: float) -> float:
+    """The reference implementation's per-sync decay ``1 - exp(-log(div/final_div)/K)``.
+
+    Kept to document (and test) its sign error: for OneCycle's defaults (25, 1e4) it is negative, so
+    ``base * (1 - gamma)`` grows. The decay that reaches the floor in K syncs is ``1 - (1/final_div)**(1/K)``.
+    """
+    return 1.0 - math.exp(-math.log(div_factor / final_div_factor) / num_syncs)

@@ -1,0 +1,430 @@
+"""`HDETEngine`: the one state machine behind the Trainer, the Accelerate API and the drop-in scheduler.
+
+It decides *when* (every ``sync_interval`` optimizer steps, plus forced converges before evaluation,
+saving and at the end) and keeps HDET's state; the math lives in `spread`/`controller` and every
+collective in `collectives`. The shells call, per optimizer step:
+
+    engine.add_loss(loss)          # every micro-batch; summed into this step's loss
+    optimizer.step()
+    report = engine.end_step()     # counts the step; converges (and runs the controller) on the grid
+    engine.apply_lr(schedule_lrs)  # base LR x controller scale x this rank's multiplier, per param group
+
+Between converges nothing is communicated. A converge is one fused all-reduce that averages all trainable
+parameters (and floating-point persistent buffers, and optionally optimizer state) and gathers every
+rank's mean loss and multipliers.
+
+Buffers: persistent floating-point buffers (e.g. BatchNorm running statistics) are averaged with the
+parameters; non-persistent ones (derived constants such as rotary frequencies) and integer buffers
+(counters that advance identically on every rank) are left alone. In ``shared`` mode DDP keeps
+broadcasting buffers from rank 0 before each forward as usual.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from .collectives import broadcast_tensors_, fused_average_
+from .config import HDETConfig
+from .controller import ControllerSettings, ControllerState, controller_step
+from .spread import permuted_multipliers, shared_permutation
+
+__all__ = ["HDETEngine", "SyncReport", "STATE_VERSION"]
+
+logger = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+LR = "lr"
+
+
+@dataclass
+class SyncReport:
+    """What one converge measured and decided (one entry of the schedule metadata's trajectory)."""
+
+    step: int
+    regular: bool
+    base: dict[str, float]
+    multipliers: dict[str, list[float]]
+    losses: list[float]
+    weights: list[float] = field(default_factory=list)
+    delta: dict[str, float] = field(default_factory=dict)
+    velocity: dict[str, float] = field(default_factory=dict)
+    scale: dict[str, float] = field(default_factory=dict)
+    excluded_ranks: list[int] = field(default_factory=list)
+    controller_active: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "base": self.base,
+            "multipliers": self.multipliers,
+            "losses": self.losses,
+            "weights": self.weights,
+            "delta": self.delta,
+            "velocity": self.velocity,
+            "scale": self.scale,
+            "excluded_ranks": self.excluded_ranks,
+            "controller_active": self.controller_active,
+        }
+
+    def to_logs(self) -> dict[str, float]:
+        """Flat scalars for `Trainer.log` / `report_to` backends."""
+        logs: dict[str, float] = {}
+        for name, value in self.base.items():
+            logs[f"hdet/base_{name}"] = value
+        for name, value in self.scale.items():
+            logs[f"hdet/scale_{name}"] = value
+        for name, value in self.delta.items():
+            logs[f"hdet/delta_{name}"] = value
+        finite = [x for x in self.losses if math.isfinite(x)]
+        if finite:
+            logs["hdet/loss_mean"] = sum(finite) / len(finite)
+        for rank, loss in enumerate(self.losses):
+            logs[f"hdet/loss_rank{rank}"] = loss
+        for rank, weight in enumerate(self.weights):
+            logs[f"hdet/weight_rank{rank}"] = weight
+        logs["hdet/excluded_ranks"] = float(len(self.excluded_ranks))
+        return logs
+
+
+def _set_group_lr(group: dict[str, Any], value: float) -> None:
+    # Fused/capturable optimizers keep the LR in a tensor that must be updated in place.
+    if isinstance(group["lr"], torch.Tensor):
+        group["lr"].fill_(value)
+    else:
+        group["lr"] = value
+
+
+class HDETEngine:
+    """HDET state and protocol for one process.
+
+    Args:
+        config: the validated `HDETConfig`.
+        model: the (unwrapped) model whose trainable parameters are averaged.
+        optimizer: the optimizer whose param groups get per-rank LRs.
+        total_steps: planned optimizer steps (for the controller warm-up and the final converge).
+        rank, world_size, group: the process group; by default the global one (or a single process).
+
+    Example:
+        >>> import torch
+        >>> from hdet_hf import HDETConfig
+        >>> from hdet_hf.engine import HDETEngine
+        >>> model = torch.nn.Linear(4, 1)
+        >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> engine = HDETEngine(HDETConfig(sync_interval=2), model, opt, total_steps=4)
+        >>> engine.apply_lr([0.1])
+        [0.1]
+    """
+
+    def __init__(
+        self,
+        config: HDETConfig,
+        model: nn.Module | None,
+        optimizer: torch.optim.Optimizer,
+        total_steps: int,
+        *,
+        rank: int | None = None,
+        world_size: int | None = None,
+        group: dist.ProcessGroup | None = None,
+    ) -> None:
+        config.check_run_length(total_steps)
+        self.config = config
+        self.optimizer = optimizer
+        self.total_steps = total_steps
+        self.group = group
+        initialized = dist.is_available() and dist.is_initialized()
+        self.rank = rank if rank is not None else (dist.get_rank(group) if initialized else 0)
+        self.world_size = (
+            world_size if world_size is not None else (dist.get_world_size(group) if initialized else 1)
+        )
+        if self.world_size > 1 and not initialized:
+            raise ValueError(f"world_size={self.world_size} needs torch.distributed to be initialized")
+        if self.world_size == 1 and config.lr_spread > 0:
+            warnings.warn(
+                "HDET runs on a single process: there is nothing to spread or average, so it trains like "
+                "the base schedule. Launch with `accelerate launch`/`torchrun` on 2+ processes.",
+                stacklevel=2,
+            )
+        self.warmup_steps = config.resolve_warmup_steps(total_steps)
+        self.settings = ControllerSettings(
+            temperature=config.controller_temperature,
+            temperature_mode=config.controller_temperature_mode,
+            lr=config.controller_lr,
+            momentum=config.controller_momentum,
+            update=config.controller_update,
+            max_factor=config.controller_max_factor,
+        )
+        self.bucket_cap_bytes = int(config.bucket_size_mb * 2**20)
+        # Explored hyperparameters and their spreads; later issues add more than the LR.
+        self.spreads: dict[str, float] = {LR: config.lr_spread}
+        self.group_hparam: list[str] = [LR for _ in optimizer.param_groups]
+        self._params, self._buffers = self._collect_tensors(model, optimizer)
+
+        # The permutation generator is private and seeded identically on every rank.
+        self.generator = torch.Generator().manual_seed(config.seed)
+        self.permutations = {
+            name: shared_permutation(self.world_size, self.generator) for name in self.spreads
+        }
+        self.controllers = {name: ControllerState() for name in self.spreads}
+        self.step = 0
+        self.steps_since_sync = 0
+        self._loss_sum = torch.zeros((), dtype=torch.float64)
+        self._schedule_lrs: list[float] | None = None
+        self.lr_per_step: list[list[float]] = []
+        self.trajectory: list[dict[str, Any]] = []
+        self.last_report: SyncReport | None = None
+
+    # ----------------------------------------------------------------------------------------- setup
+    @staticmethod
+    def _collect_tensors(
+        model: nn.Module | None, optimizer: torch.optim.Optimizer
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        if model is not None:
+            params = [p for p in model.parameters() if p.requires_grad]
+            persistent = set(model.state_dict(keep_vars=True).keys())
+            buffers = [
+                b for name, b in model.named_buffers() if name in persistent and torch.is_floating_point(b)
+            ]
+        else:
+            seen: set[int] = set()
+            params = []
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if p.requires_grad and id(p) not in seen:
+                        seen.add(id(p))
+                        params.append(p)
+            buffers = []
+        if not params:
+            raise ValueError("HDET found no trainable parameters to average (all have requires_grad=False)")
+        return params, buffers
+
+    def broadcast_from_rank0(self) -> None:
+        """Make every replica start from rank 0's weights (what DDP does at wrap time; ``local`` mode has no DDP)."""
+        if self.world_size > 1:
+            with torch.no_grad():
+                broadcast_tensors_(
+                    [p.data for p in self._params] + [b.data for b in self._buffers],
+                    src=0,
+                    bucket_cap_bytes=self.bucket_cap_bytes,
+                    group=self.group,
+                )
+
+    # ------------------------------------------------------------------------------------- values
+    def multiplier(self, name: str = LR, rank: int | None = None) -> float:
+        rank = self.rank if rank is None else rank
+        return permuted_multipliers(self.world_size, self.spreads[name], self.permutations[name])[rank]
+
+    def multipliers(self, name: str = LR) -> list[float]:
+        return permuted_multipliers(self.world_size, self.spreads[name], self.permutations[name])
+
+    def lr_values(self, schedule_lrs: list[float]) -> list[float]:
+        """This rank's LR per param group for the next step, and record the base LRs (for metadata/replay)."""
+        if len(schedule_lrs) != len(self.group_hparam):
+            raise ValueError(
+                f"Expected {len(self.group_hparam)} scheduled LRs (one per param group), but got {len(schedule_lrs)}"
+            )
+        self._schedule_lrs = list(schedule_lrs)
+        bases = [lr * self.controllers[h].scale for lr, h in zip(schedule_lrs, self.group_hparam)]
+        # Index i holds the base LR of optimizer step i + 1; re-applying for the same step overwrites it.
+        del self.lr_per_step[self.step :]
+        self.lr_per_step.append(bases)
+        return [base * self.multiplier(h) for base, h in zip(bases, self.group_hparam)]
+
+    def apply_lr(self, schedule_lrs: list[float] | None = None) -> list[float]:
+        """Set every param group's LR for the next step; with no argument, re-apply the last schedule values."""
+        if schedule_lrs is None:
+            if self._schedule_lrs is None:
+                raise RuntimeError("apply_lr() needs schedule LRs the first time it is called")
+            schedule_lrs = self._schedule_lrs
+        values = self.lr_values(schedule_lrs)
+        for group, value in zip(self.optimizer.param_groups, values):
+            _set_group_lr(group, value)
+        return values
+
+    # ----------------------------------------------------------------------------------- per step
+    def add_loss(self, loss: torch.Tensor | float) -> None:
+        """Add this micro-batch's contribution to the current step's loss (no host sync on accelerators)."""
+        if isinstance(loss, torch.Tensor):
+            loss = loss.detach()
+            if self._loss_sum.device != loss.device:
+                self._loss_sum = self._loss_sum.to(loss.device)
+            self._loss_sum += loss.to(torch.float64)
+        else:
+            self._loss_sum += float(loss)
+
+    def end_step(self) -> SyncReport | None:
+        """Count one optimizer step; converge when it lands on the grid (or is the run's last step)."""
+        self.step += 1
+        self.steps_since_sync += 1
+        if self.step % self.config.sync_interval == 0:
+            return self.converge(regular=True)
+        if self.step >= self.total_steps:
+            return self.converge(regular=False)
+        return None
+
+    @property
+    def controller_active(self) -> bool:
+        return self.config.auto_lr and self.step >= self.warmup_steps
+
+    # ------------------------------------------------------------------------------------ converge
+    def _tensors_to_average(self) -> list[torch.Tensor]:
+        tensors = [p.data for p in self._params] + [b.data for b in self._buffers]
+        if self.config.average_optimizer_state:
+            state = getattr(self.optimizer, "state", {})
+            for p in self._params:
+                for value in state.get(p, {}).values():
+                    if isinstance(value, torch.Tensor) and value.dim() > 0 and torch.is_floating_point(value):
+                        tensors.append(value)
+        return tensors
+
+    def _is_healthy(self, mean_loss: float) -> bool:
+        if not math.isfinite(mean_loss):
+            return False
+        # One host sync for all parameters, at a converge only.
+        return bool(torch.stack([torch.isfinite(p).all() for p in self._params]).all())
+
+    @torch.no_grad()
+    def converge(self, regular: bool = True) -> SyncReport:
+        """Average replicas now. ``regular`` converges also run the controller and draw new permutations;
+        forced ones (before evaluation/saving, at the end) only average, so every saved or evaluated
+        model is the ensemble mean without changing the exploration schedule."""
+        names = list(self.spreads)
+        steps = max(self.steps_since_sync, 1)
+        mean_loss = float(self._loss_sum) / steps if self.steps_since_sync else float("nan")
+        healthy = self._is_healthy(mean_loss) if self.steps_since_sync else True
+        own = torch.tensor([mean_loss] + [self.multiplier(n) for n in names], dtype=torch.float64)
+        stats, _ = fused_average_(
+            self._tensors_to_average(),
+            own,
+            self.rank,
+            self.world_size,
+            contribute=healthy,
+            bucket_cap_bytes=self.bucket_cap_bytes,
+            group=self.group,
+        )
+        losses = stats[:, 0]
+        gathered = {n: stats[:, 1 + i].tolist() for i, n in enumerate(names)}
+        excluded = [r for r in range(self.world_size) if not math.isfinite(float(losses[r]))]
+        bases = self._current_bases()
+        report = SyncReport(
+            step=self.step,
+            regular=regular,
+            base=bases,
+            multipliers=gathered,
+            losses=losses.tolist(),
+            excluded_ranks=excluded,
+            scale={n: self.controllers[n].scale for n in names},
+        )
+        if regular:
+            if self.controller_active and len(excluded) < self.world_size:
+                report.controller_active = True
+                for name in names:
+                    new_state, info = controller_step(
+                        self.controllers[name],
+                        torch.tensor(gathered[name], dtype=torch.float64),
+                        losses,
+                        self.settings,
+                        base_value=bases[name],
+                    )
+                    self.controllers[name] = new_state
+                    report.weights = info["weights"]  # identical for every hyperparameter
+                    report.delta[name] = info["delta"]
+                    report.velocity[name] = info["velocity"]
+                    report.scale[name] = new_state.scale
+            for name in names:
+                self.permutations[name] = shared_permutation(self.world_size, self.generator)
+            self.trajectory.append(report.to_dict())
+            self._loss_sum.zero_()
+            self.steps_since_sync = 0
+            if self.rank == 0:
+                logger.info(
+                    "HDET sync at step %d: base %s, losses %s%s",
+                    self.step,
+                    {k: f"{v:.3g}" for k, v in bases.items()},
+                    [f"{x:.4f}" for x in report.losses],
+                    f", scale {report.scale}" if report.controller_active else "",
+                )
+        self.last_report = report
+        return report
+
+    def _current_bases(self) -> dict[str, float]:
+        """Base value (schedule x scale, before multipliers) of each explored LR in the step just taken."""
+        row = self.lr_per_step[min(self.step - 1, len(self.lr_per_step) - 1)] if self.lr_per_step else []
+        bases: dict[str, float] = {}
+        for value, name in zip(row, self.group_hparam):
+            bases.setdefault(name, value)
+        return bases
+
+    # --------------------------------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        """Plain, versioned state (loadable with ``torch.load(weights_only=True)``)."""
+        return {
+            "version": STATE_VERSION,
+            "world_size": self.world_size,
+            "rank": self.rank,
+            "step": self.step,
+            "steps_since_sync": self.steps_since_sync,
+            "loss_sum": float(self._loss_sum),
+            "generator_state": self.generator.get_state(),
+            "permutations": {k: list(v) for k, v in self.permutations.items()},
+            "controllers": {
+                k: {"scale": v.scale, "velocity": v.velocity} for k, v in self.controllers.items()
+            },
+            "lr_per_step": [list(row) for row in self.lr_per_step],
+            "trajectory": self.trajectory,
+            "schedule_lrs": list(self._schedule_lrs) if self._schedule_lrs is not None else None,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        version = state.get("version")
+        if version != STATE_VERSION:
+            raise ValueError(f"Expected HDET state version {STATE_VERSION}, but got {version!r}")
+        if state["world_size"] != self.world_size:
+            raise ValueError(
+                f"This HDET state was saved with {state['world_size']} processes but this run has "
+                f"{self.world_size}; resume on the same number of processes."
+            )
+        self.step = int(state["step"])
+        self.steps_since_sync = int(state["steps_since_sync"])
+        self._loss_sum = torch.tensor(
+            float(state["loss_sum"]), dtype=torch.float64, device=self._loss_sum.device
+        )
+        self.generator.set_state(state["generator_state"])
+        self.permutations = {k: list(v) for k, v in state["permutations"].items()}
+        self.controllers = {k: ControllerState(**v) for k, v in state["controllers"].items()}
+        self.lr_per_step = [list(row) for row in state["lr_per_step"]]
+        self.trajectory = list(state["trajectory"])
+        if state.get("schedule_lrs") is not None:
+            self._schedule_lrs = list(state["schedule_lrs"])
+
+    def schedule_dict(self) -> dict[str, Any]:
+        """The ``hdet_schedule.json`` content (see `schedule_metadata.HDETSchedule`)."""
+        names = list(self.spreads)
+        summary: dict[str, dict[str, float]] = {}
+        for i, name in enumerate(self.group_hparam):
+            if name in summary or not self.lr_per_step:
+                continue
+            series = [row[i] for row in self.lr_per_step]
+            summary[name] = {"start": series[0], "final": series[-1], "min": min(series), "max": max(series)}
+        return {
+            "format": "hdet_schedule",
+            "version": 1,
+            "config": self.config.to_dict(),
+            "world_size": self.world_size,
+            "total_steps": self.total_steps,
+            "sync_interval": self.config.sync_interval,
+            "hyperparameters": names,
+            "param_group_names": [
+                str(g.get("name", f"group_{i}")) for i, g in enumerate(self.optimizer.param_groups)
+            ],
+            "lr_per_step": [list(row) for row in self.lr_per_step[: max(self.step, 1)]],
+            "trajectory": self.trajectory,
+            "summary": summary,
+        }

@@ -1,0 +1,220 @@
+"""LR-scheduler shells over `HDETEngine`.
+
+- `HDETLRScheduler` wraps any scheduler (the Trainer's, or a user's in a ``no_trainer`` loop): the wrapped
+  schedule gives the base LR, the engine multiplies in the controller's correction and this rank's
+  multiplier.
+- `OneCycleAutoLR` is a drop-in replacement for the paper's reference scheduler of the same name: same
+  constructor arguments, same ``step(loss)``, built on the same engine.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Literal
+
+import torch
+from torch import nn
+from torch.optim.lr_scheduler import LRScheduler, OneCycleLR
+
+from .config import HDETConfig
+from .engine import HDETEngine, SyncReport, _set_group_lr
+
+__all__ = ["HDETLRScheduler", "OneCycleAutoLR"]
+
+
+class HDETLRScheduler(LRScheduler):
+    """Applies HDET's per-rank LRs on top of an existing scheduler.
+
+    ``get_last_lr()`` returns the LRs this rank actually runs; ``state_dict()`` is the wrapped scheduler's
+    (identical on every rank), so the Trainer's rank-0 ``scheduler.pt`` stays valid. HDET's own state is
+    saved by the engine.
+
+    Example:
+        >>> import torch
+        >>> from hdet_hf import HDETConfig
+        >>> from hdet_hf.engine import HDETEngine
+        >>> model = torch.nn.Linear(2, 1)
+        >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> inner = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 / (step + 1))
+        >>> sched = HDETLRScheduler(inner, HDETEngine(HDETConfig(sync_interval=2), model, opt, total_steps=4))
+        >>> sched.step(); sched.get_last_lr()
+        [0.05]
+    """
+
+    # LRScheduler.__init__ is not called on purpose: it would take an extra step of the wrapped schedule.
+    def __init__(self, inner: LRScheduler, engine: HDETEngine) -> None:  # noqa: D107
+        self.inner = inner
+        self.engine = engine
+        self.optimizer = inner.optimizer
+        self.base_lrs = list(getattr(inner, "base_lrs", [g["lr"] for g in self.optimizer.param_groups]))
+        self.last_epoch = inner.last_epoch
+        self._schedule_lrs = [float(x) for x in inner.get_last_lr()]
+        self._last_lr = engine.apply_lr(self._schedule_lrs)
+
+    def step(self, epoch: Any = None) -> None:  # noqa: ARG002 - signature of LRScheduler.step
+        # Put the unscaled values back first so schedules that read group["lr"] (chainable ones) do not
+        # compound our factors.
+        for group, lr in zip(self.optimizer.param_groups, self._schedule_lrs):
+            _set_group_lr(group, lr)
+        self.inner.step()
+        self.last_epoch = self.inner.last_epoch
+        self._schedule_lrs = [float(x) for x in self.inner.get_last_lr()]
+        self._last_lr = self.engine.apply_lr(self._schedule_lrs)
+
+    def reapply(self) -> None:
+        """Re-apply the current schedule values (after a converge changed multipliers or a resume)."""
+        self._last_lr = self.engine.apply_lr(self._schedule_lrs)
+
+    def get_last_lr(self) -> list[float]:
+        return list(self._last_lr)
+
+    def get_lr(self) -> list[float]:
+        return self.get_last_lr()
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.inner.load_state_dict(state_dict)
+        self.last_epoch = self.inner.last_epoch
+        self._schedule_lrs = [float(x) for x in self.inner.get_last_lr()]
+        self.reapply()
+
+
+class OneCycleAutoLR(OneCycleLR):
+    """Drop-in for the paper's ``OneCycleAutoLR``: OneCycleLR plus HDET spread, converge and auto-LR.
+
+    Accepts the reference's arguments; switching is a one-line import change. Differences, all deliberate:
+    ``rank``/``world_size`` are read from torch.distributed at run time (the reference applied the spread only
+    when they differed from the constructor's, so usually never); the spread applies from the first step;
+    replicas are averaged every ``model_sync_interval`` steps whenever there is more than one process (also
+    with auto-LR off), in one fused all-reduce; permutations come from a private generator (the reference
+    re-seeded the global RNG); ``total_steps`` may come from ``epochs * steps_per_epoch``; and the
+    controller is a bounded correction on top of the OneCycle shape, which is kept after warm-up.
+
+    ``step(loss)`` is called once per optimizer step with that step's loss.
+
+    Example:
+        >>> import torch
+        >>> from hdet_hf import OneCycleAutoLR
+        >>> model = torch.nn.Linear(4, 1)
+        >>> opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        >>> sched = OneCycleAutoLR(opt, max_lr=0.1, total_steps=100, ensemble_lr_spread_ratio=0.0)
+        >>> loss = model(torch.randn(8, 4)).pow(2).mean(); loss.backward(); opt.step()
+        >>> sched.step(loss)
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        max_lr: float | list[float],
+        total_steps: int | None = None,
+        epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        pct_start: float = 0.3,
+        anneal_strategy: Literal["cos", "linear"] = "cos",
+        cycle_momentum: bool = True,
+        base_momentum: float | list[float] = 0.85,
+        max_momentum: float | list[float] = 0.95,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        three_phase: bool = False,
+        last_epoch: int = -1,
+        auto_lr_warmup_steps: float = 100000,
+        ensemble_lr_spread_ratio: float = 0.0,
+        model_sync_interval: int = 1000,
+        rank: int | None = None,
+        world_size: int | None = None,
+        enable_auto_lr: bool = False,
+        loss_scale: float = 0.002,
+        lr_of_lr: float = 0.5,
+        momentum_of_lr: float = 0.9,
+        *,
+        model: nn.Module | None = None,
+        controller_update: str = "additive",
+        controller_temperature_mode: str = "fixed",
+        seed: int = 0,
+    ) -> None:
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
+            if not isinstance(epochs, int) or epochs <= 0:
+                raise ValueError(f"Expected positive integer epochs, but got {epochs}")
+            if not isinstance(steps_per_epoch, int) or steps_per_epoch <= 0:
+                raise ValueError(f"Expected positive integer steps_per_epoch, but got {steps_per_epoch}")
+            total_steps = epochs * steps_per_epoch
+        if not isinstance(total_steps, int) or total_steps <= 0:
+            raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
+        if rank is not None or world_size is not None:
+            warnings.warn(
+                "OneCycleAutoLR reads rank and world_size from torch.distributed at run time; the rank/world_size "
+                "arguments are accepted for compatibility and ignored.",
+                stacklevel=2,
+            )
+        if enable_auto_lr and auto_lr_warmup_steps >= total_steps:
+            raise ValueError(
+                f"auto_lr_warmup_steps={auto_lr_warmup_steps} is not before the end of the run "
+                f"(total_steps={total_steps}), so auto-LR would never start (the reference's default is 100000). "
+                "Pass e.g. auto_lr_warmup_steps=0.1 (a fraction of the run) or a step count < total_steps."
+            )
+        self.hdet_config = HDETConfig(
+            lr_spread=ensemble_lr_spread_ratio,
+            sync_interval=min(model_sync_interval, total_steps),
+            auto_lr=enable_auto_lr,
+            auto_lr_warmup_steps=auto_lr_warmup_steps if enable_auto_lr else 0.0,
+            controller_temperature=loss_scale,
+            controller_temperature_mode=controller_temperature_mode,
+            controller_lr=lr_of_lr,
+            controller_momentum=momentum_of_lr,
+            controller_update=controller_update,
+            seed=seed,
+        )
+        # The engine exists before OneCycleLR.__init__, whose initial step already goes through get_lr().
+        self.engine = HDETEngine(self.hdet_config, model, optimizer, total_steps)
+        super().__init__(
+            optimizer,
+            max_lr,
+            total_steps=total_steps,
+            pct_start=pct_start,
+            anneal_strategy=anneal_strategy,
+            cycle_momentum=cycle_momentum,
+            base_momentum=base_momentum,
+            max_momentum=max_momentum,
+            div_factor=div_factor,
+            final_div_factor=final_div_factor,
+            three_phase=three_phase,
+            last_epoch=last_epoch,
+        )
+        if self.engine.world_size > 1:
+            self.engine.broadcast_from_rank0()
+
+    def get_lr(self) -> list[float]:
+        return self.engine.lr_values([float(x) for x in super().get_lr()])
+
+    def step(self, loss: torch.Tensor | float | None = None, epoch: Any = None) -> None:  # type: ignore[override]
+        """Count one optimizer step (with its loss) and set the next LRs. Call after ``optimizer.step()``."""
+        engine = getattr(self, "engine", None)
+        if engine is not None and getattr(self, "_hdet_started", False):
+            if loss is not None:
+                engine.add_loss(loss)
+            self.last_sync: SyncReport | None = engine.end_step()
+        self._hdet_started = True
+        super().step()
+
+    @property
+    def trajectory(self) -> list[dict[str, Any]]:
+        return self.engine.trajectory
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {
+            k: v for k, v in super().state_dict().items() if k not in ("engine", "hdet_config", "last_sync")
+        }
+        state["hdet"] = self.engine.state_dict()
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = dict(state_dict)
+        hdet = state.pop("hdet", None)
+        super().load_state_dict(state)
+        if hdet is not None:
+            self.engine.load_state_dict(hdet)

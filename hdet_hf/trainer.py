@@ -1,0 +1,209 @@
+"""`HDETTrainer`: `transformers.Trainer` with HDET. Thin glue: the engine does the work.
+
+Where it hooks into the Trainer loop (optimizer.step -> on_optimizer_step -> scheduler.step -> zero_grad
+-> global_step += 1 -> on_step_end -> log/save/evaluate):
+- ``training_step``: adds each micro-batch's loss to the engine (no communication);
+- ``on_optimizer_step``: counts the optimizer step; every T steps the engine converges and, with auto-LR,
+  moves the base LR and draws new multipliers;
+- ``lr_scheduler.step``: `HDETLRScheduler` sets base x multiplier for the next step;
+- ``on_step_end``/``on_epoch_end``: if the Trainer is about to evaluate or save, replicas are averaged first,
+  so every evaluated or saved model is the ensemble mean (and every checkpoint is consistent);
+- ``on_save``: each rank writes its own HDET state and optimizer state (the Trainer saves only rank 0's);
+- ``_load_optimizer_and_scheduler``: resume restores them.
+
+In ``local`` gradient mode Accelerate is asked not to wrap the model in DDP (see
+`_prepare_model_without_ddp`), so no gradient collective runs between converges.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from typing import Any
+
+import torch
+from transformers import Trainer, TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from .engine import HDETEngine
+from .schedule_metadata import HDETSchedule
+from .schedulers import HDETLRScheduler
+
+__all__ = ["HDETTrainer", "HDETCallback", "STATE_FILENAME", "OPTIMIZER_FILENAME"]
+
+logger = logging.getLogger(__name__)
+
+STATE_FILENAME = "hdet_state_rank{rank}.pt"
+OPTIMIZER_FILENAME = "hdet_optimizer_rank{rank}.pt"
+
+
+class HDETCallback(TrainerCallback):
+    """Drives the engine from Trainer events. Added by `HDETTrainer`; not meant to be used alone."""
+
+    def __init__(self, trainer: HDETTrainer) -> None:
+        self.trainer = trainer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        engine = self.trainer.hdet_engine
+        if engine is not None and args.hdet_config.gradient_sync == "local" and engine.step == 0:
+            engine.broadcast_from_rank0()
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        engine = self.trainer.hdet_engine
+        if engine is not None:
+            engine.end_step()
+
+    def _converge_before_eval_or_save(self, control) -> None:
+        engine = self.trainer.hdet_engine
+        if (
+            engine is not None
+            and engine.steps_since_sync > 0
+            and (control.should_save or control.should_evaluate)
+        ):
+            engine.converge(regular=False)
+            self.trainer.lr_scheduler.reapply()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        engine = self.trainer.hdet_engine
+        if engine is None:
+            return
+        report = engine.last_report
+        if report is not None and report.step == state.global_step and report.regular:
+            # Trainer.log resets control.should_log; keep the Trainer's own decision for this step.
+            should_log = control.should_log
+            self.trainer.log(report.to_logs())
+            control.should_log = should_log
+        self._converge_before_eval_or_save(control)
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        if self.trainer.hdet_engine is not None:
+            self._converge_before_eval_or_save(control)
+
+    def on_save(self, args, state, control, **kwargs):
+        if self.trainer.hdet_engine is not None:
+            folder = os.path.join(
+                self.trainer._get_output_dir(None), f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            )
+            self.trainer.save_hdet_state(folder)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.trainer.hdet_engine is not None and args.should_save:
+            self.trainer.save_hdet_schedule(args.output_dir)
+
+
+class HDETTrainer(Trainer):
+    """A `transformers.Trainer` that runs HDET when ``args.hdet`` is set (an `HDETTrainingArguments`).
+
+    Without ``--hdet`` nothing changes: same losses, same checkpoints as `Trainer`.
+
+    Example:
+        >>> from hdet_hf import HDETTrainer, HDETTrainingArguments
+        >>> args = HDETTrainingArguments(output_dir="out", hdet=True, hdet_lr_spread=0.5, hdet_sync_interval=20)
+        >>> trainer = HDETTrainer(model=model, args=args, train_dataset=train)  # doctest: +SKIP
+        >>> trainer.train()  # launch with `accelerate launch --num_processes 4 train.py`  # doctest: +SKIP
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.hdet_engine: HDETEngine | None = None
+        super().__init__(*args, **kwargs)
+        if self.hdet_enabled:
+            self.add_callback(HDETCallback(self))
+
+    @property
+    def hdet_enabled(self) -> bool:
+        return bool(getattr(self.args, "hdet", False))
+
+    # ------------------------------------------------------------------------------- set-up
+    def create_accelerator_and_postprocess(self) -> None:
+        super().create_accelerator_and_postprocess()
+        if self.hdet_enabled and self.args.hdet_config.gradient_sync == "local":
+            self.accelerator.prepare_model = _prepare_model_without_ddp(self.accelerator.prepare_model)
+
+    def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
+        if not self.hdet_enabled:
+            return super().create_scheduler(num_training_steps, optimizer)
+        if isinstance(self.lr_scheduler, HDETLRScheduler):
+            return self.lr_scheduler
+        optimizer = optimizer if optimizer is not None else self.optimizer
+        config = self.args.hdet_config
+        if self.lr_scheduler is None and config.base_schedule == "one_cycle":
+            warmup = self.args.get_warmup_steps(num_training_steps)
+            pct_start = warmup / num_training_steps if warmup > 0 else 0.3
+            # OneCycle with the Trainer's --learning_rate as peak; momentum cycling off so --adam_beta1 holds.
+            self.lr_scheduler = torch.optim.lr_scheduler.OneCycleLR(
+                optimizer,
+                max_lr=[g["lr"] for g in optimizer.param_groups],
+                total_steps=num_training_steps,
+                pct_start=min(max(pct_start, 1.0 / num_training_steps), 0.99),
+                cycle_momentum=False,
+            )
+            self._created_lr_scheduler = True
+        else:
+            super().create_scheduler(num_training_steps, optimizer)
+        # The engine's optimizer must expose the real param groups and state (Accelerate wraps it).
+        raw_optimizer = getattr(optimizer, "optimizer", optimizer)
+        self.hdet_engine = HDETEngine(config, self.model, raw_optimizer, num_training_steps)
+        self.lr_scheduler = HDETLRScheduler(self.lr_scheduler, self.hdet_engine)
+        return self.lr_scheduler
+
+    # ------------------------------------------------------------------------------- per step
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if self.hdet_engine is not None:
+            self.hdet_engine.add_loss(loss)
+        return loss
+
+    # ------------------------------------------------------------------------------- state
+    def save_hdet_state(self, folder: str) -> None:
+        """Each rank writes its HDET state and its own optimizer state (replicas differ between converges)."""
+        engine = self.hdet_engine
+        if engine is None:
+            return
+        os.makedirs(folder, exist_ok=True)
+        torch.save(engine.state_dict(), os.path.join(folder, STATE_FILENAME.format(rank=engine.rank)))
+        if not engine.config.average_optimizer_state:
+            torch.save(
+                self.optimizer.state_dict(), os.path.join(folder, OPTIMIZER_FILENAME.format(rank=engine.rank))
+            )
+        if self.args.should_save:
+            self.save_hdet_schedule(folder)
+
+    def save_hdet_schedule(self, folder: str) -> None:
+        engine = self.hdet_engine
+        if engine is None:
+            return
+        os.makedirs(folder, exist_ok=True)
+        HDETSchedule.from_dict(engine.schedule_dict()).save_pretrained(folder)
+
+    # `_load_optimizer_and_scheduler` is the one place where the Trainer restores per-run state on every
+    # rank before the first step; HDET's per-rank state has to be restored at exactly that point.
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        super()._load_optimizer_and_scheduler(checkpoint)
+        engine = self.hdet_engine
+        if engine is None or checkpoint is None:
+            return
+        state_path = os.path.join(checkpoint, STATE_FILENAME.format(rank=engine.rank))
+        if not os.path.isfile(state_path):
+            raise FileNotFoundError(
+                f"Checkpoint {checkpoint} has no HDET state for rank {engine.rank} ({os.path.basename(state_path)}). "
+                "It was not written by an HDET run with this number of processes; resume without --hdet or "
+                "from an HDET checkpoint."
+            )
+        engine.load_state_dict(torch.load(state_path, weights_only=True))
+        optimizer_path = os.path.join(checkpoint, OPTIMIZER_FILENAME.format(rank=engine.rank))
+        if os.path.isfile(optimizer_path):
+            self.optimizer.load_state_dict(torch.load(optimizer_path, weights_only=True))
+        self.lr_scheduler.reapply()
+
+
+def _prepare_model_without_ddp(prepare_model):
+    """Accelerate's ``prepare_model`` with ``evaluation_mode=True``: device placement and mixed-precision
+    autocast as usual, but no DistributedDataParallel wrapper. HDET's ``local`` mode must not all-reduce
+    gradients, and Accelerate has no switch for "distributed, but do not wrap"."""
+
+    @functools.wraps(prepare_model)
+    def prepare(model, device_placement=None, evaluation_mode=False):
+        return prepare_model(model, device_placement=device_placement, evaluation_mode=True)
+
+    return prepare

@@ -1,0 +1,101 @@
+"""`HDETTrainingArguments`: `transformers.TrainingArguments` plus one ``--hdet_<name>`` flag per `HDETConfig` field.
+
+The HDET fields are generated from `HDETConfig` (name, type, default and help text), so the flags, the
+Python API and the docs cannot disagree.
+
+Example:
+    >>> from transformers import HfArgumentParser
+    >>> from hdet_hf import HDETTrainingArguments
+    >>> (args,) = HfArgumentParser(HDETTrainingArguments).parse_args_into_dataclasses(
+    ...     ["--output_dir", "out", "--hdet", "--hdet_lr_spread", "0.3", "--hdet_sync_interval", "20"]
+    ... )
+    >>> args.hdet_config.sync_interval
+    20
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+from transformers import TrainingArguments
+
+from .config import HDETConfig
+
+__all__ = ["HDETTrainingArguments"]
+
+UNSUPPORTED_BACKENDS = ("fsdp", "deepspeed")
+
+
+def _hdet_fields() -> list[tuple[str, Any, dataclasses.Field]]:
+    # Resolve the string annotations of HDETConfig (it uses `from __future__ import annotations`) into
+    # the real types HfArgumentParser needs.
+    types = {"float": float, "int": int, "bool": bool, "str": str}
+    generated = [
+        (
+            "hdet",
+            bool,
+            dataclasses.field(
+                default=False,
+                metadata={
+                    "help": "Enable Hyperparameter-Divergent Ensemble Training. Off: HDETTrainer behaves exactly "
+                    "like transformers.Trainer."
+                },
+            ),
+        )
+    ]
+    for f in dataclasses.fields(HDETConfig):
+        generated.append(
+            (
+                f"hdet_{f.name}",
+                types[str(f.type)],
+                dataclasses.field(default=f.default, metadata=dict(f.metadata)),
+            )
+        )
+    return generated
+
+
+def _post_init(self: Any) -> None:
+    TrainingArguments.__post_init__(self)
+    # Validate the HDET fields even when --hdet is off, so a typo is not silently ignored.
+    self.hdet_config = HDETConfig(
+        **{name: getattr(self, f"hdet_{name}") for name in HDETConfig.field_names()}
+    )
+    if not self.hdet:
+        return
+    for backend in UNSUPPORTED_BACKENDS:
+        if getattr(self, backend, None):
+            raise ValueError(
+                f"--hdet does not support --{backend} yet: HDET averages whole replicas, which needs every rank "
+                f"to hold all parameters. Drop --{backend} (plain data parallel), or drop --hdet."
+            )
+    if self.hdet_config.base_schedule == "one_cycle" and str(self.lr_scheduler_type) not in (
+        "linear",
+        "SchedulerType.LINEAR",
+    ):
+        warnings.warn(
+            f"--lr_scheduler_type {self.lr_scheduler_type} is ignored because --hdet_base_schedule is one_cycle; "
+            "pass --hdet_base_schedule trainer to keep it.",
+            stacklevel=2,
+        )
+    if self.hdet_config.gradient_sync == "local":
+        # No DDP wrapper in local mode, hence no DDP buffer broadcast either: buffers are handled at converges.
+        self.ddp_broadcast_buffers = False
+        # The Trainer all-gathers token counts every step to normalise the loss across devices, because DDP
+        # averages gradients. Local replicas step on their own gradients, so that per-step collective
+        # would be the only communication left between converges, and is not needed.
+        self.average_tokens_across_devices = False
+
+
+HDETTrainingArguments = dataclasses.make_dataclass(
+    "HDETTrainingArguments",
+    _hdet_fields(),
+    bases=(TrainingArguments,),
+    namespace={
+        "__post_init__": _post_init,
+        "__doc__": "TrainingArguments plus the `--hdet*` flags (one per HDETConfig field, same help text).\n\n"
+        + __doc__.split("Example:", 1)[1].join(["Example:", ""]),
+        "__module__": __name__,
+    },
+)

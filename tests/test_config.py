@@ -1,0 +1,114 @@
+import warnings
+
+import pytest
+from transformers import HfArgumentParser
+
+from hdet_hf import HDETConfig, HDETTrainingArguments
+
+
+def parse(*flags):
+    (args,) = HfArgumentParser(HDETTrainingArguments).parse_args_into_dataclasses(
+        ["--output_dir", "unused", *flags]
+    )
+    return args
+
+
+def test_flags_map_onto_config():
+    args = parse(
+        "--hdet",
+        "--hdet_lr_spread",
+        "0.3",
+        "--hdet_sync_interval",
+        "7",
+        "--hdet_gradient_sync",
+        "shared",
+        "--hdet_auto_lr",
+        "--hdet_auto_lr_warmup_steps",
+        "0.2",
+        "--hdet_controller_temperature",
+        "0.5",
+        "--hdet_controller_lr",
+        "0.1",
+        "--hdet_controller_momentum",
+        "0.8",
+        "--hdet_seed",
+        "3",
+    )
+    c = args.hdet_config
+    assert (c.lr_spread, c.sync_interval, c.gradient_sync, c.auto_lr) == (0.3, 7, "shared", True)
+    assert (
+        c.auto_lr_warmup_steps,
+        c.controller_temperature,
+        c.controller_lr,
+        c.controller_momentum,
+        c.seed,
+    ) == (0.2, 0.5, 0.1, 0.8, 3)
+
+
+def test_every_config_field_has_a_flag_with_the_same_help():
+    parser = HfArgumentParser(HDETTrainingArguments)
+    actions = {a.dest: a for a in parser._actions}
+    import dataclasses
+
+    for f in dataclasses.fields(HDETConfig):
+        assert actions[f"hdet_{f.name}"].help == f.metadata["help"]
+    assert parse().hdet is False
+
+
+def test_local_mode_turns_off_per_step_collectives():
+    args = parse("--hdet")
+    assert args.ddp_broadcast_buffers is False and args.average_tokens_across_devices is False
+    assert parse("--hdet", "--hdet_gradient_sync", "shared").average_tokens_across_devices is True
+    assert parse().average_tokens_across_devices is True  # --hdet off: untouched
+
+
+BAD = [
+    (["--hdet_lr_spread", "1.0"], r"--hdet_lr_spread must be in \[0, 1\), but got 1.0"),
+    (["--hdet_lr_spread", "-0.1"], r"--hdet_lr_spread must be in \[0, 1\)"),
+    (["--hdet_sync_interval", "0"], r"--hdet_sync_interval must be a positive integer"),
+    (["--hdet_auto_lr", "--hdet_lr_spread", "0"], r"--hdet_auto_lr needs a spread"),
+    (["--hdet_controller_temperature", "-1"], r"--hdet_controller_temperature must be a positive"),
+    (["--hdet_controller_temperature", "0"], r"--hdet_controller_temperature must be a positive"),
+    (["--hdet_controller_momentum", "1.0"], r"--hdet_controller_momentum must be in \[0, 1\)"),
+    (["--hdet_controller_lr", "-0.5"], r"--hdet_controller_lr must be >= 0"),
+    (["--hdet_controller_max_factor", "1.0"], r"--hdet_controller_max_factor must be a finite number > 1"),
+    (["--hdet_auto_lr_warmup_steps", "2.5"], r"--hdet_auto_lr_warmup_steps must be an integer"),
+    (["--hdet_auto_lr_warmup_steps", "-1"], r"--hdet_auto_lr_warmup_steps must be an integer"),
+    (["--hdet_bucket_size_mb", "0"], r"--hdet_bucket_size_mb must be > 0"),
+]
+
+
+@pytest.mark.parametrize("flags,message", BAD, ids=[" ".join(f) for f, _ in BAD])
+def test_bad_flags_are_refused_with_the_flag_the_value_and_a_fix(flags, message):
+    with pytest.raises(ValueError, match=message):
+        parse("--hdet", *flags)
+
+
+def test_bad_choice_is_refused():
+    with pytest.raises(SystemExit):  # argparse refuses values outside `choices`
+        parse("--hdet_gradient_sync", "sometimes")
+    with pytest.raises(ValueError, match="--hdet_gradient_sync must be one of local, shared"):
+        HDETConfig(gradient_sync="sometimes")
+
+
+def test_fsdp_is_refused_with_hdet():
+    with pytest.raises(ValueError, match="--hdet does not support --fsdp"):
+        parse("--hdet", "--fsdp", "full_shard")
+
+
+def test_run_length_checks():
+    with pytest.raises(ValueError, match="longer than the run"):
+        HDETConfig(sync_interval=100).check_run_length(50)
+    with pytest.raises(ValueError, match="ends at or after the last step"):
+        HDETConfig(auto_lr=True, auto_lr_warmup_steps=60).check_run_length(50)
+    HDETConfig(auto_lr=True, auto_lr_warmup_steps=0.1).check_run_length(50)
+    assert HDETConfig(auto_lr_warmup_steps=0.1).resolve_warmup_steps(50) == 5
+    assert HDETConfig(auto_lr_warmup_steps=7).resolve_warmup_steps(50) == 7
+
+
+def test_pointless_settings_warn_but_run():
+    with pytest.warns(UserWarning, match="averages parameters after every step"):
+        HDETConfig(sync_interval=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        HDETConfig(sync_interval=2)

@@ -1,0 +1,117 @@
+import math
+
+import pytest
+import torch
+
+from hdet_hf.controller import (
+    ControllerSettings,
+    ControllerState,
+    controller_step,
+    loss_weights,
+    reference_gamma,
+)
+
+M = torch.tensor([0.5, 5 / 6, 7 / 6, 1.5], dtype=torch.float64)
+
+
+def test_weights_favour_lower_loss_and_sum_to_one():
+    w = loss_weights(torch.tensor([3.0, 2.0, 1.0]), temperature=0.5, mode="fixed")
+    assert w.sum().item() == pytest.approx(1.0)
+    assert w[2] > w[1] > w[0]
+    expected = torch.softmax(
+        (torch.tensor([3.0, 2.0, 1.0]).double().mean() - torch.tensor([3.0, 2.0, 1.0]).double()) / 0.5, 0
+    )
+    assert torch.allclose(w, expected)
+
+
+def test_adaptive_temperature_is_scale_free():
+    losses = torch.tensor([3.0, 2.9, 2.8, 3.05])
+    w1 = loss_weights(losses, 1.0, "adaptive")
+    w2 = loss_weights(losses * 100, 1.0, "adaptive")
+    assert torch.allclose(w1, w2)
+    assert torch.allclose(
+        loss_weights(torch.ones(4), 1.0, "adaptive"), torch.full((4,), 0.25, dtype=torch.float64)
+    )
+
+
+def test_unhealthy_rank_gets_zero_weight():
+    w = loss_weights(torch.tensor([1.0, float("nan"), 2.0, float("inf")]), 1.0, "fixed")
+    assert w[1] == 0 and w[3] == 0
+    assert w.sum().item() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="healthy"):
+        loss_weights(torch.tensor([float("nan")] * 2), 1.0, "fixed")
+
+
+@pytest.mark.parametrize("update", ["multiplicative", "additive"])
+def test_direction(update):
+    settings = ControllerSettings(
+        temperature=0.05, temperature_mode="fixed", lr=0.5, momentum=0.0, update=update
+    )
+    better_high = torch.tensor([3.0, 2.9, 2.8, 2.7])  # higher LR, lower loss
+    better_low = better_high.flip(0)
+    up, _ = controller_step(ControllerState(), M, better_high, settings, base_value=1e-3)
+    down, _ = controller_step(ControllerState(), M, better_low, settings, base_value=1e-3)
+    assert up.scale > 1.0 > down.scale
+    same, info = controller_step(ControllerState(), M, torch.full((4,), 2.0), settings, base_value=1e-3)
+    assert same.scale == pytest.approx(1.0) and info["delta"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_additive_matches_paper_equations():
+    settings = ControllerSettings(
+        temperature=0.002, temperature_mode="fixed", lr=0.5, momentum=0.9, update="additive"
+    )
+    losses = torch.tensor([2.001, 2.0, 1.999, 2.0005], dtype=torch.float64)
+    base = 2e-3
+    state = ControllerState(scale=1.0, velocity=1e-5)
+    new, info = controller_step(state, M, losses, settings, base_value=base)
+    w = torch.softmax((losses.mean() - losses) / 0.002, 0)
+    values = base * M
+    delta = float((w * values).sum() - values.mean())
+    velocity = 0.9 * 1e-5 + 0.1 * delta
+    assert info["delta"] == pytest.approx(delta)
+    assert new.velocity == pytest.approx(velocity)
+    assert new.scale * base == pytest.approx(base + 0.5 * velocity)
+
+
+def test_multiplicative_update_in_log_space():
+    settings = ControllerSettings(
+        temperature=1.0, temperature_mode="fixed", lr=0.7, momentum=0.5, update="multiplicative"
+    )
+    losses = torch.tensor([1.0, 1.2, 0.9, 1.1], dtype=torch.float64)
+    new, info = controller_step(
+        ControllerState(scale=2.0, velocity=0.01), M, losses, settings, base_value=1.0
+    )
+    w = torch.softmax(losses.mean() - losses, 0)
+    delta = float((w * M.log()).sum() - M.log().mean())
+    velocity = 0.5 * 0.01 + 0.5 * delta
+    assert new.scale == pytest.approx(2.0 * math.exp(0.7 * velocity))
+
+
+def test_value_stays_positive_and_bounded():
+    # A huge additive step that the paper's rule would push below zero is clamped to the legal band.
+    settings = ControllerSettings(
+        temperature=1e-4, temperature_mode="fixed", lr=1e4, momentum=0.0, update="additive", max_factor=10.0
+    )
+    new, _ = controller_step(
+        ControllerState(), M, torch.tensor([0.0, 1.0, 2.0, 3.0]), settings, base_value=1e-3
+    )
+    assert new.scale == pytest.approx(0.1)
+    settings_up = ControllerSettings(
+        temperature=1e-4,
+        temperature_mode="fixed",
+        lr=1e9,
+        momentum=0.0,
+        update="multiplicative",
+        max_factor=10.0,
+    )
+    new, _ = controller_step(
+        ControllerState(), M, torch.tensor([3.0, 2.0, 1.0, 0.0]), settings_up, base_value=1e-3
+    )
+    assert new.scale == pytest.approx(10.0)
+
+
+def test_reference_gamma_sign_error_documented():
+    # OneCycle defaults over 20 syncs: the reference's decay factor is negative, so (1 - gamma) > 1.
+    gamma = reference_gamma(25.0, 1e4, 20)
+    assert gamma < 0
+    assert (1 - gamma) ** 20 == pytest.approx(1e4 / 25, rel=1e-9)  # grows ~400x instead of decaying

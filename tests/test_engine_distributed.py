@@ -1,0 +1,83 @@
+"""Engine, drop-in scheduler and Accelerate API under real gloo processes."""
+
+import math
+
+import pytest
+import torch
+from distributed import load_ranks, torchrun
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_converge_is_the_exact_mean_on_every_rank(tmp_path, nproc):
+    torchrun("engine_worker.py", nproc, ["average", str(tmp_path)])
+    ranks = load_ranks(tmp_path, nproc)
+    expected = sum(range(nproc)) / nproc
+    for r in ranks:
+        for p in r["rank_valued"]:
+            assert torch.equal(p, torch.full_like(p, expected)), "average of rank numbers is not exact"
+        # The same collective gathered every rank's loss (10 + rank) and multiplier.
+        assert r["report"]["losses"] == [10.0 + k for k in range(nproc)]
+        assert sorted(r["report"]["multipliers"]["lr"]) == pytest.approx(
+            [0.5 + k / (nproc - 1) for k in range(nproc)]
+        )
+    # Random values: bit-identical everywhere, and the mean up to float32 rounding.
+    for i in range(len(ranks[0]["after"])):
+        for r in ranks[1:]:
+            assert torch.equal(r["after"][i], ranks[0]["after"][i])
+        mean = torch.stack([r["before"][i].double() for r in ranks]).mean(0)
+        assert torch.allclose(ranks[0]["after"][i].double(), mean, atol=1e-6)
+    # Persistent float buffers (BatchNorm running stats) are averaged too; integer counters are left alone.
+    buf_mean = torch.stack([r["running_mean_before"] for r in ranks]).mean(0)
+    assert torch.equal(ranks[0]["running_mean_after"], buf_mean)
+    assert buf_mean[0].item() == expected + 0.25
+
+
+def test_controller_moves_base_lr_toward_better_ranks(tmp_path):
+    torchrun("engine_worker.py", 2, ["controller", str(tmp_path)])
+    ranks = load_ranks(tmp_path, 2)
+    for update in ("multiplicative", "additive"):
+        up = ranks[0][f"up_{update}"]["scales"]
+        down = ranks[0][f"down_{update}"]["scales"]
+        assert up[-1] > 1.5 and down[-1] < 0.7, (update, up, down)
+        assert all(s > 0 for s in down)
+        # Both ranks computed the same controller state and drew the same permutations.
+        assert ranks[1][f"up_{update}"] == ranks[0][f"up_{update}"]
+    perms = [tuple(p) for p in ranks[0]["up_multiplicative"]["permutations"]]
+    assert len(set(perms)) == 2  # multipliers really get reassigned between intervals
+
+
+def test_onecycleautolr_spreads_and_averages_across_processes(tmp_path):
+    torchrun("engine_worker.py", 2, ["onecycle", str(tmp_path)])
+    r0, r1 = load_ranks(tmp_path, 2)
+    # Spread from the very first step: rank LRs differ by 1.5/0.5 = 3x, mean = OneCycle's value.
+    reference = torch.optim.lr_scheduler.OneCycleLR(
+        torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1, momentum=0.9),
+        max_lr=0.1,
+        total_steps=12,
+    )
+    first = reference.get_last_lr()[0]
+    assert max(r0["lrs"][0], r1["lrs"][0]) / min(r0["lrs"][0], r1["lrs"][0]) == pytest.approx(3.0)
+    assert (r0["lrs"][0] + r1["lrs"][0]) / 2 == pytest.approx(first)
+    # Averaged at steps 4, 8 and 12 (not only with auto-LR), bit-identical; different in between.
+    for step in (4, 8, 12):
+        assert torch.equal(r0["params"][step - 1], r1["params"][step - 1])
+    assert not torch.equal(r0["params"][1], r1["params"][1])
+    assert [t["step"] for t in r0["trajectory"]] == [4, 8, 12]
+    assert r0["state"]["hdet"]["version"] == 1
+
+
+def test_accelerate_api_counts_optimizer_steps_and_converges(tmp_path):
+    torchrun("engine_worker.py", 2, ["accelerate", str(tmp_path)])
+    r0, r1 = load_ranks(tmp_path, 2)
+    assert r0["steps"] == 6 and not r0["is_ddp"]  # 12 micro-batches, accumulation 2
+    assert sorted(r0["after_sync"]) == [3, 6]
+    for step in (3, 6):
+        assert torch.equal(r0["after_sync"][step], r1["after_sync"][step])
+    for k in range(6):
+        base = r0["schedule"][k][0]
+        assert base == pytest.approx(1e-2 / (1 + 0.1 * k))
+        assert r0["lrs"][k] == pytest.approx(base * r0["multipliers"][k])
+        assert r0["multipliers"][k] + r1["multipliers"][k] == pytest.approx(2.0)
+    assert math.isclose(r0["schedule"][0][0], r1["schedule"][0][0])

@@ -1,0 +1,178 @@
+"""HDETTrainer under torchrun with 2 and 4 gloo processes on a tiny Llama built from config."""
+
+import pytest
+import torch
+from distributed import load_ranks, torchrun
+
+from hdet_hf.spread import spread_multipliers
+
+pytestmark = pytest.mark.slow
+
+COMMON = [
+    "--per_device_train_batch_size",
+    "4",
+    "--learning_rate",
+    "1e-2",
+    "--report_to",
+    "none",
+    "--use_cpu",
+    "--seed",
+    "0",
+    "--disable_tqdm",
+    "true",
+]
+
+
+def run(tmp_path, name, nproc, *flags):
+    out = tmp_path / name
+    torchrun(
+        "trainer_worker.py",
+        nproc,
+        ["--output_dir", str(out / "out"), "--dump_dir", str(out / "dump"), *COMMON, *flags],
+    )
+    return load_ranks(out / "dump", nproc), out
+
+
+def check_lrs_follow_base_times_multiplier(ranks, nproc, spread):
+    steps = len(ranks[0]["lrs"])
+    for k in range(steps):
+        mults = [r["multipliers"][k] for r in ranks]
+        assert sorted(mults) == pytest.approx(spread_multipliers(nproc, spread))
+        assert sum(mults) / nproc == pytest.approx(1.0)
+        for r in ranks:
+            base = r["lr_per_step"][k]
+            assert r["lrs"][k] == pytest.approx([b * r["multipliers"][k] for b in base])
+        assert ranks[0]["lr_per_step"][k] == ranks[1]["lr_per_step"][k]  # one shared base
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_local_mode_no_gradient_collective_and_exact_converges(tmp_path, nproc):
+    ranks, _ = run(
+        tmp_path,
+        "local",
+        nproc,
+        "--hdet",
+        "--hdet_sync_interval",
+        "3",
+        "--max_steps",
+        "6",
+        "--save_strategy",
+        "no",
+        "--logging_steps",
+        "1000",
+    )
+    for r in ranks:
+        assert not r["is_ddp"]
+        # Inside the six training steps the only collectives are the two converges (steps 3 and 6).
+        assert r["collectives"] == {"gloo:all_reduce": 2}, r["collectives"]
+        assert [t["step"] for t in r["engine"]["trajectory"]] == [3, 6]
+    check_lrs_follow_base_times_multiplier(ranks, nproc, 0.5)
+    for step in (1, 2, 4, 5):  # between syncs the replicas differ
+        assert not torch.equal(ranks[0]["params_mid"][step], ranks[1]["params_mid"][step])
+    for step in (3, 6):  # after a converge they are bit-identical
+        for r in ranks[1:]:
+            assert torch.equal(r["params_after"][step], ranks[0]["params_after"][step])
+
+
+def test_shared_mode_keeps_ddp_gradient_allreduce(tmp_path):
+    ranks, _ = run(
+        tmp_path,
+        "shared",
+        2,
+        "--hdet",
+        "--hdet_gradient_sync",
+        "shared",
+        "--hdet_sync_interval",
+        "3",
+        "--max_steps",
+        "6",
+        "--save_strategy",
+        "no",
+        "--logging_steps",
+        "1000",
+    )
+    for r in ranks:
+        assert r["is_ddp"]
+        assert r["collectives"].get("gloo:all_reduce", 0) >= 6 + 2, r["collectives"]
+    check_lrs_follow_base_times_multiplier(ranks, 2, 0.5)
+    assert not torch.equal(ranks[0]["params_mid"][2], ranks[1]["params_mid"][2])  # different step sizes
+    assert torch.equal(ranks[0]["params_after"][3], ranks[1]["params_after"][3])
+
+
+def test_hdet_off_is_exactly_the_plain_trainer(tmp_path):
+    flags = ["--max_steps", "5", "--save_strategy", "no", "--logging_steps", "1"]
+    hdet_off, _ = run(tmp_path, "off", 2, *flags)
+    plain, _ = run(tmp_path, "plain", 2, "--plain_trainer", *flags)
+    losses = [[h["loss"] for h in r["log_history"] if "loss" in h] for r in (hdet_off[0], plain[0])]
+    assert len(losses[0]) == 5 and losses[0] == losses[1]
+    assert torch.equal(hdet_off[0]["final"], plain[0]["final"])
+    assert hdet_off[0]["is_ddp"] and hdet_off[0]["engine"] is None
+
+
+def test_resume_mid_run_reproduces_the_uninterrupted_run(tmp_path):
+    # save_steps=3 is not on the sync grid (T=2): the save forces a converge, in both runs alike.
+    flags = [
+        "--hdet",
+        "--hdet_sync_interval",
+        "2",
+        "--hdet_auto_lr",
+        "--hdet_auto_lr_warmup_steps",
+        "2",
+        "--max_steps",
+        "8",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "3",
+        "--logging_steps",
+        "1000",
+    ]
+    full, full_dir = run(tmp_path, "full", 2, *flags)
+    checkpoint = full_dir / "out" / "checkpoint-3"
+    assert (checkpoint / "hdet_state_rank0.pt").is_file() and (checkpoint / "hdet_state_rank1.pt").is_file()
+    resumed, _ = run(tmp_path, "resumed", 2, *flags, "--resume_from_checkpoint", str(checkpoint))
+    for a, b in zip(full, resumed):
+        assert torch.equal(a["final"], b["final"])
+        assert a["lr_per_step"] == b["lr_per_step"]
+        assert a["engine"]["trajectory"] == b["engine"]["trajectory"]
+        assert a["lrs"][3:] == b["lrs"]  # the resumed run ran steps 4..8 at the same LRs
+    assert any(t["controller_active"] for t in full[0]["engine"]["trajectory"])
+
+
+def test_bf16_gradient_accumulation_clipping_and_eval(tmp_path):
+    ranks, out = run(
+        tmp_path,
+        "bf16",
+        2,
+        "--hdet",
+        "--hdet_sync_interval",
+        "2",
+        "--max_steps",
+        "4",
+        "--bf16",
+        "--gradient_accumulation_steps",
+        "2",
+        "--max_grad_norm",
+        "0.5",
+        "--eval_strategy",
+        "steps",
+        "--eval_steps",
+        "3",
+        "--with_eval",
+        "--save_strategy",
+        "no",
+        "--logging_steps",
+        "1",
+    )
+    r = ranks[0]
+    assert [t["step"] for t in r["engine"]["trajectory"]] == [2, 4]  # optimizer steps, not micro-batches
+    assert len(r["lrs"]) == 4
+    losses = [h["loss"] for h in r["log_history"] if "loss" in h]
+    assert len(losses) == 4 and all(torch.isfinite(torch.tensor(losses)))
+    evals = [h for h in r["log_history"] if "eval_loss" in h]
+    assert 3 in [h["step"] for h in evals] and all(
+        torch.isfinite(torch.tensor(h["eval_loss"])) for h in evals
+    )
+    # Evaluation at step 3 (mid-interval) averaged the replicas first.
+    assert torch.equal(ranks[0]["params_after"][3], ranks[1]["params_after"][3])
+    assert any("hdet/base_lr" in h for h in r["log_history"])

@@ -1,0 +1,168 @@
+"""Engine-level scenarios under torchrun. Usage: engine_worker.py SCENARIO DUMP_DIR."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from hdet_hf import HDETConfig, OneCycleAutoLR
+from hdet_hf.engine import HDETEngine
+
+
+def model_with_buffers() -> nn.Module:
+    torch.manual_seed(dist.get_rank() + 10)  # deliberately different init per rank
+    return nn.Sequential(nn.Linear(5, 7), nn.BatchNorm1d(7), nn.Linear(7, 3))
+
+
+def scenario_average(rank: int, world: int) -> dict:
+    """Each rank sets its parameters to its rank number; one converge must give sum(range(N))/N exactly."""
+    model = model_with_buffers()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    engine = HDETEngine(HDETConfig(sync_interval=1, lr_spread=0.5), model, opt, total_steps=4)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.fill_(float(rank))
+    engine.add_loss(torch.tensor(10.0 + rank))
+    report = engine.end_step()
+    rank_valued = [p.detach().clone() for p in model.parameters()]
+    # Random values next: every rank must end bit-identical, and equal to the float64 mean within rounding.
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(rank * 100 + p.numel())))
+        model[1].running_mean.fill_(float(rank) + 0.25)
+    before = [p.detach().clone() for p in model.parameters()]
+    running_mean_before = model[1].running_mean.clone()
+    engine.add_loss(torch.tensor(1.0))
+    engine.end_step()
+    return {
+        "rank_valued": rank_valued,
+        "report": report.to_dict(),
+        "before": before,
+        "after": [p.detach().clone() for p in model.parameters()],
+        "running_mean_before": running_mean_before,
+        "running_mean_after": model[1].running_mean.clone(),
+        "num_batches_tracked": int(model[1].num_batches_tracked),
+    }
+
+
+def scenario_controller(rank: int, world: int) -> dict:
+    """Losses injected so that high-LR ranks do better ('up') or worse ('down'); record the base scale."""
+    out = {}
+    for direction in ("up", "down"):
+        for update in ("multiplicative", "additive"):
+            model = nn.Linear(3, 1)
+            opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+            temperature, mode = (1.0, "adaptive") if update == "multiplicative" else (0.01, "fixed")
+            config = HDETConfig(
+                sync_interval=2,
+                lr_spread=0.5,
+                auto_lr=True,
+                auto_lr_warmup_steps=0,
+                controller_update=update,
+                controller_temperature=temperature,
+                controller_temperature_mode=mode,
+                controller_lr=1.0 if update == "multiplicative" else 0.5,
+            )
+            engine = HDETEngine(config, model, opt, total_steps=20)
+            scales = []
+            engine.apply_lr([1e-3])
+            for _ in range(20):
+                m = engine.multiplier()
+                loss = 1.0 - 0.1 * m if direction == "up" else 1.0 + 0.1 * m
+                engine.add_loss(torch.tensor(loss))
+                report = engine.end_step()
+                engine.apply_lr([1e-3])
+                if report is not None and report.regular:
+                    scales.append(report.scale["lr"])
+            out[f"{direction}_{update}"] = {
+                "scales": scales,
+                "permutations": [t["multipliers"]["lr"] for t in engine.trajectory],
+            }
+    return out
+
+
+def scenario_onecycle(rank: int, world: int) -> dict:
+    """The drop-in scheduler under torchrun: spread applied from step 1, averaging every T steps."""
+    torch.manual_seed(rank)
+    model = nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    sched = OneCycleAutoLR(
+        opt,
+        max_lr=0.1,
+        total_steps=12,
+        ensemble_lr_spread_ratio=0.5,
+        model_sync_interval=4,
+        enable_auto_lr=True,
+        auto_lr_warmup_steps=4,
+        model=model,
+    )
+    lrs, params = [], []
+    gen = torch.Generator().manual_seed(rank)
+    for _ in range(12):
+        lrs.append(opt.param_groups[0]["lr"])
+        x = torch.randn(8, 4, generator=gen)
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step(loss)
+        params.append(torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()]))
+    return {"lrs": lrs, "params": params, "trajectory": sched.trajectory, "state": sched.state_dict()}
+
+
+def scenario_accelerate(rank: int, world: int) -> dict:
+    """HDETAccelerate in a no_trainer loop with gradient accumulation 2."""
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=2)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1 + 0.1 * s))
+    from hdet_hf import HDETAccelerate
+
+    hdet = HDETAccelerate(accelerator, HDETConfig(sync_interval=3, lr_spread=0.5), total_steps=6)
+    model, opt, sched = hdet.prepare(model, opt, sched)
+    gen = torch.Generator().manual_seed(rank)
+    lrs, multipliers, after_sync = [], [], {}
+    for _ in range(12):  # 12 micro-batches = 6 optimizer steps
+        with accelerator.accumulate(model):
+            x = torch.randn(8, 4, generator=gen)
+            loss = model(x).pow(2).mean()
+            accelerator.backward(loss)
+            if accelerator.sync_gradients:
+                lrs.append(opt.param_groups[0]["lr"])
+                multipliers.append(hdet.engine.multiplier())
+            opt.step()
+            report = hdet.step(loss)
+            opt.zero_grad()
+            if report is not None:
+                after_sync[report.step] = torch.cat(
+                    [p.detach().reshape(-1).clone() for p in model.parameters()]
+                )
+    return {
+        "lrs": lrs,
+        "multipliers": multipliers,
+        "after_sync": after_sync,
+        "schedule": hdet.engine.lr_per_step,
+        "is_ddp": isinstance(model, torch.nn.parallel.DistributedDataParallel),
+        "steps": hdet.engine.step,
+    }
+
+
+def main() -> None:
+    scenario, dump_dir = sys.argv[1], sys.argv[2]
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    result = globals()[f"scenario_{scenario}"](rank, world)
+    os.makedirs(dump_dir, exist_ok=True)
+    torch.save(result, os.path.join(dump_dir, f"rank{rank}.pt"))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
