@@ -27,10 +27,10 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .engine import HDETEngine
-from .schedule_metadata import HDETSchedule
+from .schedule_metadata import PLOT_FILENAME, HDETSchedule, model_card_section
 from .schedulers import HDETLRScheduler
 
-__all__ = ["HDETTrainer", "HDETCallback", "STATE_FILENAME", "OPTIMIZER_FILENAME"]
+__all__ = ["HDETTrainer", "HDETTrainerMixin", "HDETCallback", "STATE_FILENAME", "OPTIMIZER_FILENAME"]
 
 logger = logging.getLogger(__name__)
 
@@ -92,20 +92,21 @@ class HDETCallback(TrainerCallback):
             self.trainer.save_hdet_schedule(args.output_dir)
 
 
-class HDETTrainer(Trainer):
-    """A `transformers.Trainer` that runs HDET when ``args.hdet`` is set (an `HDETTrainingArguments`).
+class HDETTrainerMixin:
+    """HDET behaviour for any `transformers.Trainer` subclass (``class MyTrainer(HDETTrainerMixin, Seq2SeqTrainer)``).
+
+    Runs HDET when ``args.hdet`` is set (an `HDETTrainingArguments`).
 
     Without ``--hdet`` nothing changes: same losses, same checkpoints as `Trainer`.
 
-    Example:
-        >>> from hdet_hf import HDETTrainer, HDETTrainingArguments
-        >>> args = HDETTrainingArguments(output_dir="out", hdet=True, hdet_lr_spread=0.5, hdet_sync_interval=20)
-        >>> trainer = HDETTrainer(model=model, args=args, train_dataset=train)  # doctest: +SKIP
-        >>> trainer.train()  # launch with `accelerate launch --num_processes 4 train.py`  # doctest: +SKIP
     """
+
+    # Every instance registers here so `hdet_hf.launch` can tell whether a stock script built a Trainer.
+    instances_created: int = 0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.hdet_engine: HDETEngine | None = None
+        HDETTrainerMixin.instances_created += 1
         super().__init__(*args, **kwargs)
         if self.hdet_enabled:
             self.add_callback(HDETCallback(self))
@@ -176,6 +177,24 @@ class HDETTrainer(Trainer):
         os.makedirs(folder, exist_ok=True)
         HDETSchedule.from_dict(engine.schedule_dict()).save_pretrained(folder)
 
+    def create_model_card(self, *args: Any, **kwargs: Any) -> None:
+        """The Trainer's model card, plus the ``hdet`` tag and a section with the adapted schedule and plot."""
+        if self.hdet_engine is None:
+            return super().create_model_card(*args, **kwargs)
+        tags = kwargs.get("tags") or []
+        tags = [tags] if isinstance(tags, str) else list(tags)
+        kwargs["tags"] = tags + (["hdet"] if "hdet" not in tags else [])
+        super().create_model_card(*args, **kwargs)
+        if not self.is_world_process_zero():
+            return
+        readme = os.path.join(self.args.output_dir, "README.md")
+        plot = PLOT_FILENAME if os.path.isfile(os.path.join(self.args.output_dir, PLOT_FILENAME)) else None
+        section = model_card_section(
+            HDETSchedule.from_dict(self.hdet_engine.schedule_dict()), plot_filename=plot
+        )
+        with open(readme, "a", encoding="utf-8") as f:
+            f.write("\n" + section.strip() + "\n")
+
     # `_load_optimizer_and_scheduler` is the one place where the Trainer restores per-run state on every
     # rank before the first step; HDET's per-rank state has to be restored at exactly that point.
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
@@ -195,6 +214,17 @@ class HDETTrainer(Trainer):
         if os.path.isfile(optimizer_path):
             self.optimizer.load_state_dict(torch.load(optimizer_path, weights_only=True))
         self.lr_scheduler.reapply()
+
+
+class HDETTrainer(HDETTrainerMixin, Trainer):
+    """`transformers.Trainer` with HDET (see `HDETTrainerMixin`). Without ``--hdet`` it is exactly `Trainer`.
+
+    Example:
+        >>> from hdet_hf import HDETTrainer, HDETTrainingArguments
+        >>> args = HDETTrainingArguments(output_dir="out", hdet=True, hdet_lr_spread=0.5, hdet_sync_interval=20)
+        >>> trainer = HDETTrainer(model=model, args=args, train_dataset=train)  # doctest: +SKIP
+        >>> trainer.train()  # launch with `accelerate launch --num_processes 4 train.py`  # doctest: +SKIP
+    """
 
 
 def _prepare_model_without_ddp(prepare_model):

@@ -23,7 +23,7 @@ from transformers import TrainingArguments
 
 from .config import HDETConfig
 
-__all__ = ["HDETTrainingArguments"]
+__all__ = ["HDETTrainingArguments", "with_hdet_arguments"]
 
 UNSUPPORTED_BACKENDS = ("fsdp", "deepspeed")
 
@@ -56,8 +56,7 @@ def _hdet_fields() -> list[tuple[str, Any, dataclasses.Field]]:
     return generated
 
 
-def _post_init(self: Any) -> None:
-    TrainingArguments.__post_init__(self)
+def _check_hdet_arguments(self: Any) -> None:
     # Validate the HDET fields even when --hdet is off, so a typo is not silently ignored.
     self.hdet_config = HDETConfig(
         **{name: getattr(self, f"hdet_{name}") for name in HDETConfig.field_names()}
@@ -88,14 +87,25 @@ def _post_init(self: Any) -> None:
         self.average_tokens_across_devices = False
 
 
-HDETTrainingArguments = dataclasses.make_dataclass(
-    "HDETTrainingArguments",
-    _hdet_fields(),
-    bases=(TrainingArguments,),
-    namespace={
-        "__post_init__": _post_init,
-        "__doc__": "TrainingArguments plus the `--hdet*` flags (one per HDETConfig field, same help text).\n\n"
-        + __doc__.split("Example:", 1)[1].join(["Example:", ""]),
-        "__module__": __name__,
-    },
-)
+def with_hdet_arguments(base: type[TrainingArguments]) -> type[TrainingArguments]:
+    """A dataclass that extends ``base`` (TrainingArguments or a subclass such as Seq2SeqTrainingArguments)
+    with the ``--hdet*`` fields and their validation. `hdet_hf.launch` uses it on stock scripts."""
+
+    def __post_init__(self: Any) -> None:
+        base.__post_init__(self)
+        _check_hdet_arguments(self)
+
+    return dataclasses.make_dataclass(
+        f"HDET{base.__name__}" if base is not TrainingArguments else "HDETTrainingArguments",
+        _hdet_fields(),
+        bases=(base,),
+        namespace={
+            "__post_init__": __post_init__,
+            "__doc__": f"{base.__name__} plus the `--hdet*` flags (one per HDETConfig field, same help text).",
+            "__module__": __name__,
+        },
+    )
+
+
+HDETTrainingArguments = with_hdet_arguments(TrainingArguments)
+HDETTrainingArguments.__doc__ += "\n\n" + __doc__.split("Example:", 1)[1].join(["Example:", ""])

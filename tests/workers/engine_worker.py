@@ -11,6 +11,7 @@ from torch import nn
 
 from hdet_hf import HDETConfig, OneCycleAutoLR
 from hdet_hf.engine import HDETEngine
+from hdet_hf.process import finish_distributed
 
 
 def model_with_buffers() -> nn.Module:
@@ -161,7 +162,7 @@ def main() -> None:
     result = globals()[f"scenario_{scenario}"](rank, world)
     os.makedirs(dump_dir, exist_ok=True)
     torch.save(result, os.path.join(dump_dir, f"rank{rank}.pt"))
-    dist.destroy_process_group()
+    finish_distributed()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import HfArgumentParser, LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback
 
 from hdet_hf import HDETTrainer, HDETTrainingArguments
+from hdet_hf.process import finish_distributed
 
 
 @dataclass
@@ -114,6 +115,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    # Without an explicit destroy, gloo sometimes aborts at interpreter exit after the work is done.
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    finish_distributed()
