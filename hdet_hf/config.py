@@ -11,11 +11,19 @@ import warnings
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-__all__ = ["HDETConfig", "GRADIENT_SYNC_MODES", "CONTROLLER_UPDATES", "TEMPERATURE_MODES", "BASE_SCHEDULES"]
+__all__ = [
+    "HDETConfig",
+    "GRADIENT_SYNC_MODES",
+    "CONTROLLER_UPDATES",
+    "TEMPERATURE_MODES",
+    "CONTROLLER_SIGNALS",
+    "BASE_SCHEDULES",
+]
 
 GRADIENT_SYNC_MODES = ("local", "shared")
 CONTROLLER_UPDATES = ("multiplicative", "additive")
 TEMPERATURE_MODES = ("adaptive", "fixed")
+CONTROLLER_SIGNALS = ("train_loss", "probe")
 BASE_SCHEDULES = ("one_cycle", "trainer")
 
 
@@ -114,6 +122,28 @@ class HDETConfig:
             "generator, identical on every rank; the global RNG is never touched."
         },
     )
+    controller_signal: str = field(
+        default="train_loss",
+        metadata={
+            "help": "What the controller compares. 'train_loss': each rank's mean training loss since the last "
+            "converge (the paper; replicas see different data, so the comparison is noisy). 'probe': every "
+            "replica is scored on one shared probe batch just before the converge, a paired comparison "
+            "(HDETTrainer takes it from the eval set, else the train set; costs one forward per converge).",
+            "choices": list(CONTROLLER_SIGNALS),
+        },
+    )
+    probe_size: int = field(
+        default=32,
+        metadata={"help": "Examples in the shared probe batch for --hdet_controller_signal probe."},
+    )
+    sync_warmup_steps: float = field(
+        default=0.0,
+        metadata={
+            "help": "Local mode only: for the first steps (an integer >= 1, or a fraction of the run in [0, 1)) "
+            "gradients are all-reduced every step as in DDP (post-local SGD), before replicas train on their "
+            "own. 0 disables it."
+        },
+    )
     average_optimizer_state: bool = field(
         default=False,
         metadata={
@@ -143,6 +173,11 @@ class HDETConfig:
         _check_choice("controller_update", self.controller_update, CONTROLLER_UPDATES)
         _check_choice("controller_temperature_mode", self.controller_temperature_mode, TEMPERATURE_MODES)
         _check_choice("base_schedule", self.base_schedule, BASE_SCHEDULES)
+        _check_choice("controller_signal", self.controller_signal, CONTROLLER_SIGNALS)
+        if not isinstance(self.probe_size, int) or isinstance(self.probe_size, bool) or self.probe_size < 1:
+            raise ValueError(
+                f"{_flag('probe_size')} must be a positive integer, but got {self.probe_size!r}."
+            )
         if not (isinstance(self.lr_spread, (int, float)) and 0.0 <= self.lr_spread < 1.0):
             raise ValueError(
                 f"{_flag('lr_spread')} must be in [0, 1), but got {self.lr_spread!r}: multipliers are "
@@ -158,13 +193,20 @@ class HDETConfig:
                 f"{_flag('sync_interval')} must be a positive integer number of optimizer steps, but got "
                 f"{self.sync_interval!r}. Use e.g. {_flag('sync_interval')} 50."
             )
-        warmup = self.auto_lr_warmup_steps
-        if not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0) or (
-            warmup >= 1 and warmup != int(warmup)
-        ):
-            raise ValueError(
-                f"{_flag('auto_lr_warmup_steps')} must be an integer number of steps >= 1 or a fraction of the "
-                f"run in [0, 1), but got {warmup!r}. Use e.g. 200 or 0.1."
+        for name in ("auto_lr_warmup_steps", "sync_warmup_steps"):
+            warmup = getattr(self, name)
+            if not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0) or (
+                warmup >= 1 and warmup != int(warmup)
+            ):
+                raise ValueError(
+                    f"{_flag(name)} must be an integer number of steps >= 1 or a fraction of the "
+                    f"run in [0, 1), but got {warmup!r}. Use e.g. 200 or 0.1."
+                )
+        if self.sync_warmup_steps > 0 and self.gradient_sync == "shared":
+            warnings.warn(
+                f"{_flag('sync_warmup_steps')} has no effect with {_flag('gradient_sync')} shared: gradients are "
+                "already all-reduced every step.",
+                stacklevel=3,
             )
         if self.auto_lr and self.lr_spread == 0:
             raise ValueError(
@@ -202,9 +244,9 @@ class HDETConfig:
                 stacklevel=3,
             )
 
-    def resolve_warmup_steps(self, total_steps: int) -> int:
-        """The controller's warm-up in optimizer steps for a run of ``total_steps``."""
-        warmup = self.auto_lr_warmup_steps
+    def resolve_warmup_steps(self, total_steps: int, name: str = "auto_lr_warmup_steps") -> int:
+        """A warm-up (``auto_lr_warmup_steps`` or ``sync_warmup_steps``) in optimizer steps for ``total_steps``."""
+        warmup = getattr(self, name)
         return int(warmup) if warmup >= 1 else int(round(warmup * total_steps))
 
     def check_run_length(self, total_steps: int) -> None:

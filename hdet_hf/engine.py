@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,7 @@ class SyncReport:
     base: dict[str, float]
     multipliers: dict[str, list[float]]
     losses: list[float]
+    probe_losses: list[float] = field(default_factory=list)
     weights: list[float] = field(default_factory=list)
     delta: dict[str, float] = field(default_factory=dict)
     velocity: dict[str, float] = field(default_factory=dict)
@@ -66,6 +68,7 @@ class SyncReport:
             "base": self.base,
             "multipliers": self.multipliers,
             "losses": self.losses,
+            "probe_losses": self.probe_losses,
             "weights": self.weights,
             "delta": self.delta,
             "velocity": self.velocity,
@@ -88,6 +91,8 @@ class SyncReport:
             logs["hdet/loss_mean"] = sum(finite) / len(finite)
         for rank, loss in enumerate(self.losses):
             logs[f"hdet/loss_rank{rank}"] = loss
+        for rank, loss in enumerate(self.probe_losses):
+            logs[f"hdet/probe_loss_rank{rank}"] = loss
         for rank, weight in enumerate(self.weights):
             logs[f"hdet/weight_rank{rank}"] = weight
         logs["hdet/excluded_ranks"] = float(len(self.excluded_ranks))
@@ -153,6 +158,13 @@ class HDETEngine:
                 stacklevel=2,
             )
         self.warmup_steps = config.resolve_warmup_steps(total_steps)
+        self.sync_warmup_steps = (
+            config.resolve_warmup_steps(total_steps, "sync_warmup_steps")
+            if config.gradient_sync == "local"
+            else 0
+        )
+        # Scores this replica on the shared probe batch (``controller_signal="probe"``); set by the shell.
+        self.probe_fn: Callable[[], float] | None = None
         self.settings = ControllerSettings(
             temperature=config.controller_temperature,
             temperature_mode=config.controller_temperature_mode,
@@ -270,6 +282,25 @@ class HDETEngine:
         return None
 
     @property
+    def in_sync_warmup(self) -> bool:
+        """True while gradients are still all-reduced every step (``sync_warmup_steps`` in local mode)."""
+        return self.step < self.sync_warmup_steps
+
+    @torch.no_grad()
+    def average_gradients(self) -> None:
+        """DDP's gradient average, in one flat all-reduce; used during the synchronous warm-up only."""
+        grads = [p.grad for p in self._params if p.grad is not None]
+        if self.world_size > 1 and grads:
+            fused_average_(
+                grads,
+                torch.zeros(1, dtype=torch.float64),
+                self.rank,
+                self.world_size,
+                bucket_cap_bytes=self.bucket_cap_bytes,
+                group=self.group,
+            )
+
+    @property
     def controller_active(self) -> bool:
         return self.config.auto_lr and self.step >= self.warmup_steps
 
@@ -284,8 +315,8 @@ class HDETEngine:
                         tensors.append(value)
         return tensors
 
-    def _is_healthy(self, mean_loss: float) -> bool:
-        if not math.isfinite(mean_loss):
+    def _is_healthy(self, *losses: float) -> bool:
+        if not all(math.isfinite(x) for x in losses):
             return False
         # One host sync for all parameters, at a converge only.
         return bool(torch.stack([torch.isfinite(p).all() for p in self._params]).all())
@@ -298,8 +329,16 @@ class HDETEngine:
         names = list(self.spreads)
         steps = max(self.steps_since_sync, 1)
         mean_loss = float(self._loss_sum) / steps if self.steps_since_sync else float("nan")
-        healthy = self._is_healthy(mean_loss) if self.steps_since_sync else True
-        own = torch.tensor([mean_loss] + [self.multiplier(n) for n in names], dtype=torch.float64)
+        use_probe = regular and self.config.controller_signal == "probe" and self.controller_active
+        if use_probe and self.probe_fn is None:
+            raise RuntimeError("controller_signal='probe' needs engine.probe_fn; HDETTrainer sets it")
+        # Scored before averaging: the probe compares the replicas that the interval produced.
+        probe_loss = float(self.probe_fn()) if use_probe else mean_loss
+        healthy = self._is_healthy(mean_loss, probe_loss) if self.steps_since_sync else True
+        own = torch.tensor(
+            [mean_loss, probe_loss, 1.0 if healthy else 0.0] + [self.multiplier(n) for n in names],
+            dtype=torch.float64,
+        )
         stats, _ = fused_average_(
             self._tensors_to_average(),
             own,
@@ -309,9 +348,9 @@ class HDETEngine:
             bucket_cap_bytes=self.bucket_cap_bytes,
             group=self.group,
         )
-        losses = stats[:, 0]
-        gathered = {n: stats[:, 1 + i].tolist() for i, n in enumerate(names)}
-        excluded = [r for r in range(self.world_size) if not math.isfinite(float(losses[r]))]
+        losses, signal, healthy_ranks = stats[:, 0], stats[:, 1], stats[:, 2] > 0.5
+        gathered = {n: stats[:, 3 + i].tolist() for i, n in enumerate(names)}
+        excluded = [r for r in range(self.world_size) if not bool(healthy_ranks[r])]
         bases = self._current_bases()
         report = SyncReport(
             step=self.step,
@@ -319,6 +358,7 @@ class HDETEngine:
             base=bases,
             multipliers=gathered,
             losses=losses.tolist(),
+            probe_losses=signal.tolist() if use_probe else [],
             excluded_ranks=excluded,
             scale={n: self.controllers[n].scale for n in names},
         )
@@ -329,9 +369,10 @@ class HDETEngine:
                     new_state, info = controller_step(
                         self.controllers[name],
                         torch.tensor(gathered[name], dtype=torch.float64),
-                        losses,
+                        signal,
                         self.settings,
                         base_value=bases[name],
+                        healthy=healthy_ranks,
                     )
                     self.controllers[name] = new_state
                     report.weights = info["weights"]  # identical for every hyperparameter

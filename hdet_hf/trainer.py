@@ -145,14 +145,46 @@ class HDETTrainerMixin:
         # The engine's optimizer must expose the real param groups and state (Accelerate wraps it).
         raw_optimizer = getattr(optimizer, "optimizer", optimizer)
         self.hdet_engine = HDETEngine(config, self.model, raw_optimizer, num_training_steps)
+        if config.controller_signal == "probe":
+            self.hdet_engine.probe_fn = self._make_probe_fn(config.probe_size)
         self.lr_scheduler = HDETLRScheduler(self.lr_scheduler, self.hdet_engine)
         return self.lr_scheduler
+
+    def _make_probe_fn(self, size: int):
+        """Loss of this replica on one batch that is identical on every rank (held-out data if there is any)."""
+        dataset = self.eval_dataset if self.eval_dataset is not None else self.train_dataset
+        if isinstance(dataset, dict):
+            dataset = next(iter(dataset.values()))
+        if dataset is None or not hasattr(dataset, "__len__") or len(dataset) == 0:
+            raise ValueError(
+                "--hdet_controller_signal probe needs an eval_dataset or a sized train_dataset to draw the shared "
+                "probe batch from; pass one, or use --hdet_controller_signal train_loss."
+            )
+        count = min(size, len(dataset))
+        if hasattr(dataset, "select"):  # a datasets.Dataset: drop the columns the model does not take
+            dataset = self._remove_unused_columns(dataset.select(range(count)), description="probe")
+        batch = self._prepare_inputs(self.data_collator([dataset[i] for i in range(count)]))
+
+        def probe() -> float:
+            model = self.model
+            was_training = model.training
+            model.eval()
+            with torch.no_grad(), self.compute_loss_context_manager():
+                loss = self.compute_loss(model, batch)
+            model.train(was_training)
+            return float(loss)
+
+        return probe
 
     # ------------------------------------------------------------------------------- per step
     def training_step(self, model, inputs, num_items_in_batch=None):
         loss = super().training_step(model, inputs, num_items_in_batch)
-        if self.hdet_engine is not None:
-            self.hdet_engine.add_loss(loss)
+        engine = self.hdet_engine
+        if engine is not None:
+            engine.add_loss(loss)
+            # Synchronous warm-up: average gradients after the last micro-batch's backward, before clipping.
+            if engine.in_sync_warmup and self.accelerator.gradient_state.sync_gradients:
+                engine.average_gradients()
         return loss
 
     # ------------------------------------------------------------------------------- state

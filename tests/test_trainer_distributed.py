@@ -176,3 +176,36 @@ def test_bf16_gradient_accumulation_clipping_and_eval(tmp_path):
     # Evaluation at step 3 (mid-interval) averaged the replicas first.
     assert torch.equal(ranks[0]["params_after"][3], ranks[1]["params_after"][3])
     assert any("hdet/base_lr" in h for h in r["log_history"])
+
+
+def test_probe_signal_and_synchronous_warmup(tmp_path):
+    ranks, _ = run(
+        tmp_path,
+        "probe",
+        2,
+        "--hdet",
+        "--hdet_sync_interval",
+        "3",
+        "--max_steps",
+        "6",
+        "--hdet_auto_lr",
+        "--hdet_auto_lr_warmup_steps",
+        "0",
+        "--hdet_controller_signal",
+        "probe",
+        "--hdet_sync_warmup_steps",
+        "2",
+        "--with_eval",
+        "--save_strategy",
+        "no",
+        "--logging_steps",
+        "1000",
+    )
+    trajectory = ranks[0]["engine"]["trajectory"]
+    for sync in trajectory:
+        probes = sync["probe_losses"]
+        assert len(probes) == 2 and all(torch.isfinite(torch.tensor(probes)))
+        assert probes[0] != probes[1]  # each replica scored on the same batch, with its own weights
+        assert sync["controller_active"] and sync["weights"]
+    # Gradients all-reduced at steps 1 and 2 (synchronous warm-up), then only the converges at 3 and 6.
+    assert ranks[0]["collectives"] == {"gloo:all_reduce": 4}, ranks[0]["collectives"]
