@@ -144,6 +144,15 @@ class HDETConfig:
             "own. 0 disables it."
         },
     )
+    divergence_factor: float = field(
+        default=10.0,
+        metadata={
+            "help": "A replica whose mean loss since the last converge exceeds this factor times the ensemble's "
+            "mean loss at the previous converge counts as diverged, like a non-finite loss or parameter: it "
+            "is left out of the average, reset to it, and its multiplier is scored worst. 0 disables the "
+            "loss test (non-finite values are always caught)."
+        },
+    )
     average_optimizer_state: bool = field(
         default=False,
         metadata={
@@ -234,6 +243,14 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('controller_max_factor')} must be a finite number > 1, but got "
                 f"{self.controller_max_factor!r}. Use e.g. 10 to let the controller move the LR 10x either way."
+            )
+        if not (
+            math.isfinite(self.divergence_factor)
+            and (self.divergence_factor == 0 or self.divergence_factor > 1)
+        ):
+            raise ValueError(
+                f"{_flag('divergence_factor')} must be 0 (off) or a finite number > 1, but got "
+                f"{self.divergence_factor!r}: at <= 1 an ordinary replica would count as diverged. Use e.g. 10."
             )
         if not self.bucket_size_mb > 0:
             raise ValueError(f"{_flag('bucket_size_mb')} must be > 0 MiB, but got {self.bucket_size_mb!r}.")

@@ -37,12 +37,16 @@ from .config import HDETConfig
 from .controller import ControllerSettings, ControllerState, controller_step
 from .spread import permuted_multipliers, shared_permutation
 
-__all__ = ["HDETEngine", "SyncReport", "STATE_VERSION"]
+__all__ = ["HDETEngine", "SyncReport", "HDETDivergenceError", "STATE_VERSION"]
 
 logger = logging.getLogger(__name__)
 
 STATE_VERSION = 1
 LR = "lr"
+
+
+class HDETDivergenceError(RuntimeError):
+    """Every replica diverged at one converge: there is no healthy average to continue from."""
 
 
 @dataclass
@@ -192,6 +196,9 @@ class HDETEngine:
         self.lr_per_step: list[list[float]] = []
         self.trajectory: list[dict[str, Any]] = []
         self.last_report: SyncReport | None = None
+        # Ensemble mean loss at the previous converge: the reference for the divergence test.
+        self._last_mean_loss: float | None = None
+        self.divergence_events: list[dict[str, Any]] = []
 
     # ----------------------------------------------------------------------------------------- setup
     @staticmethod
@@ -318,6 +325,11 @@ class HDETEngine:
     def _is_healthy(self, *losses: float) -> bool:
         if not all(math.isfinite(x) for x in losses):
             return False
+        factor = self.config.divergence_factor
+        reference = self._last_mean_loss
+        # Decided locally (no extra collective): compared with the ensemble mean gathered at the last converge.
+        if factor and reference is not None and reference > 0 and losses[0] > factor * reference:
+            return False
         # One host sync for all parameters, at a converge only.
         return bool(torch.stack([torch.isfinite(p).all() for p in self._params]).all())
 
@@ -339,18 +351,33 @@ class HDETEngine:
             [mean_loss, probe_loss, 1.0 if healthy else 0.0] + [self.multiplier(n) for n in names],
             dtype=torch.float64,
         )
-        stats, _ = fused_average_(
-            self._tensors_to_average(),
-            own,
-            self.rank,
-            self.world_size,
-            contribute=healthy,
-            bucket_cap_bytes=self.bucket_cap_bytes,
-            group=self.group,
-        )
+        try:
+            stats, _ = fused_average_(
+                self._tensors_to_average(),
+                own,
+                self.rank,
+                self.world_size,
+                contribute=healthy,
+                bucket_cap_bytes=self.bucket_cap_bytes,
+                group=self.group,
+            )
+        except RuntimeError as error:
+            if "No rank contributed" not in str(error):
+                raise
+            # Every rank sees the same (zero) count, so every rank stops here, before anything is saved.
+            raise HDETDivergenceError(
+                f"Every HDET replica diverged by step {self.step} (non-finite loss or parameters, or loss above "
+                f"{self.config.divergence_factor}x the last ensemble mean): nothing healthy to average. "
+                "Training stopped; earlier checkpoints are untouched. Lower --learning_rate or --hdet_lr_spread."
+            ) from error
         losses, signal, healthy_ranks = stats[:, 0], stats[:, 1], stats[:, 2] > 0.5
         gathered = {n: stats[:, 3 + i].tolist() for i, n in enumerate(names)}
         excluded = [r for r in range(self.world_size) if not bool(healthy_ranks[r])]
+        if excluded:
+            self._record_divergence(excluded, losses, gathered, healthy)
+        good = [float(losses[r]) for r in range(self.world_size) if bool(healthy_ranks[r])]
+        if good and all(math.isfinite(x) for x in good):
+            self._last_mean_loss = sum(good) / len(good)
         bases = self._current_bases()
         report = SyncReport(
             step=self.step,
@@ -395,6 +422,40 @@ class HDETEngine:
         self.last_report = report
         return report
 
+    def _record_divergence(
+        self, excluded: list[int], losses: torch.Tensor, gathered: dict[str, list[float]], healthy: bool
+    ) -> None:
+        """Log the event, and give a diverged replica (now reset to the average) fresh optimizer state."""
+        for rank in excluded:
+            event = {
+                "step": self.step,
+                "rank": rank,
+                "loss": float(losses[rank]),
+                "multipliers": {name: values[rank] for name, values in gathered.items()},
+            }
+            self.divergence_events.append(event)
+            if self.rank == 0:
+                logger.warning(
+                    "HDET: replica %d (multipliers %s) diverged at step %d (loss %s); it was left out of the "
+                    "average and reset to it.",
+                    rank,
+                    event["multipliers"],
+                    self.step,
+                    event["loss"],
+                )
+        if not healthy:
+            # Its moments came from the diverged trajectory; zeroed moments make the next updates small and
+            # let them rebuild. With average_optimizer_state the average was already copied in.
+            if not self.config.average_optimizer_state:
+                for p in self._params:
+                    for value in getattr(self.optimizer, "state", {}).get(p, {}).values():
+                        if (
+                            isinstance(value, torch.Tensor)
+                            and value.dim() > 0
+                            and torch.is_floating_point(value)
+                        ):
+                            value.zero_()
+
     def _current_bases(self) -> dict[str, float]:
         """Base value (schedule x scale, before multipliers) of each explored LR in the step just taken."""
         row = self.lr_per_step[min(self.step - 1, len(self.lr_per_step) - 1)] if self.lr_per_step else []
@@ -421,29 +482,52 @@ class HDETEngine:
             "lr_per_step": [list(row) for row in self.lr_per_step],
             "trajectory": self.trajectory,
             "schedule_lrs": list(self._schedule_lrs) if self._schedule_lrs is not None else None,
+            "last_mean_loss": self._last_mean_loss,
+            "divergence_events": self.divergence_events,
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], elastic: bool = False) -> list[str]:
+        """Restore state saved by `state_dict`. Returns notes on what an elastic resume changed.
+
+        ``elastic=True`` accepts a state saved with a different number of processes: the shared state
+        (step, base values, velocity, permutation generator, trajectory) carries over, multipliers are
+        recomputed for this world size with fresh permutations, and the current interval's loss
+        accumulator restarts (its replicas no longer map one to one).
+        """
         version = state.get("version")
         if version != STATE_VERSION:
             raise ValueError(f"Expected HDET state version {STATE_VERSION}, but got {version!r}")
-        if state["world_size"] != self.world_size:
+        resized = state["world_size"] != self.world_size
+        if resized and not elastic:
             raise ValueError(
                 f"This HDET state was saved with {state['world_size']} processes but this run has "
-                f"{self.world_size}; resume on the same number of processes."
+                f"{self.world_size}; resume on the same number of processes, or load it with elastic=True."
             )
+        notes: list[str] = []
         self.step = int(state["step"])
-        self.steps_since_sync = int(state["steps_since_sync"])
-        self._loss_sum = torch.tensor(
-            float(state["loss_sum"]), dtype=torch.float64, device=self._loss_sum.device
-        )
         self.generator.set_state(state["generator_state"])
-        self.permutations = {k: list(v) for k, v in state["permutations"].items()}
+        if resized:
+            self.steps_since_sync = 0
+            self._loss_sum = torch.zeros((), dtype=torch.float64, device=self._loss_sum.device)
+            self.permutations = {k: shared_permutation(self.world_size, self.generator) for k in self.spreads}
+            notes.append(
+                f"world size {state['world_size']} -> {self.world_size}: multipliers recomputed "
+                f"({self.multipliers()}), base values and velocity kept, interval loss accumulator restarted"
+            )
+        else:
+            self.steps_since_sync = int(state["steps_since_sync"])
+            self._loss_sum = torch.tensor(
+                float(state["loss_sum"]), dtype=torch.float64, device=self._loss_sum.device
+            )
+            self.permutations = {k: list(v) for k, v in state["permutations"].items()}
         self.controllers = {k: ControllerState(**v) for k, v in state["controllers"].items()}
         self.lr_per_step = [list(row) for row in state["lr_per_step"]]
         self.trajectory = list(state["trajectory"])
         if state.get("schedule_lrs") is not None:
             self._schedule_lrs = list(state["schedule_lrs"])
+        self._last_mean_loss = state.get("last_mean_loss")
+        self.divergence_events = list(state.get("divergence_events", []))
+        return notes
 
     def schedule_dict(self) -> dict[str, Any]:
         """The ``hdet_schedule.json`` content (see `schedule_metadata.HDETSchedule`)."""
@@ -468,4 +552,5 @@ class HDETEngine:
             "lr_per_step": [list(row) for row in self.lr_per_step[: max(self.step, 1)]],
             "trajectory": self.trajectory,
             "summary": summary,
+            "divergence_events": self.divergence_events,
         }

@@ -234,17 +234,28 @@ class HDETTrainerMixin:
         engine = self.hdet_engine
         if engine is None or checkpoint is None:
             return
-        state_path = os.path.join(checkpoint, STATE_FILENAME.format(rank=engine.rank))
-        if not os.path.isfile(state_path):
+        saved_world = _saved_world_size(checkpoint)
+        if saved_world is None:
             raise FileNotFoundError(
-                f"Checkpoint {checkpoint} has no HDET state for rank {engine.rank} ({os.path.basename(state_path)}). "
-                "It was not written by an HDET run with this number of processes; resume without --hdet or "
-                "from an HDET checkpoint."
+                f"Checkpoint {checkpoint} has no HDET state (hdet_state_rank*.pt): it was not written by an HDET "
+                "run. Resume it without --hdet, or resume from an HDET checkpoint."
             )
-        engine.load_state_dict(torch.load(state_path, weights_only=True))
-        optimizer_path = os.path.join(checkpoint, OPTIMIZER_FILENAME.format(rank=engine.rank))
+        # Same world size: every rank takes its own files. Elastic resume: rank r takes rank r mod N's files
+        # (optimizer moments of a replica that trained under some multiplier), and the shared state carries.
+        source = engine.rank if saved_world == engine.world_size else engine.rank % saved_world
+        state = torch.load(os.path.join(checkpoint, STATE_FILENAME.format(rank=source)), weights_only=True)
+        notes = engine.load_state_dict(state, elastic=saved_world != engine.world_size)
+        optimizer_path = os.path.join(checkpoint, OPTIMIZER_FILENAME.format(rank=source))
         if os.path.isfile(optimizer_path):
             self.optimizer.load_state_dict(torch.load(optimizer_path, weights_only=True))
+        if notes and self.is_world_process_zero():
+            mapping = {r: r % saved_world for r in range(engine.world_size)}
+            logger.warning(
+                "HDET elastic resume from %s: %s; per-rank optimizer state taken from saved ranks %s.",
+                checkpoint,
+                "; ".join(notes),
+                mapping,
+            )
         self.lr_scheduler.reapply()
 
 
@@ -257,6 +268,13 @@ class HDETTrainer(HDETTrainerMixin, Trainer):
         >>> trainer = HDETTrainer(model=model, args=args, train_dataset=train)  # doctest: +SKIP
         >>> trainer.train()  # launch with `accelerate launch --num_processes 4 train.py`  # doctest: +SKIP
     """
+
+
+def _saved_world_size(checkpoint: str) -> int | None:
+    path = os.path.join(checkpoint, STATE_FILENAME.format(rank=0))
+    if not os.path.isfile(path):
+        return None
+    return int(torch.load(path, weights_only=True)["world_size"])
 
 
 def _prepare_model_without_ddp(prepare_model):
