@@ -17,6 +17,7 @@ __all__ = [
     "CONTROLLER_UPDATES",
     "TEMPERATURE_MODES",
     "CONTROLLER_SIGNALS",
+    "OTHER_HYPERPARAMETERS",
     "BASE_SCHEDULES",
 ]
 
@@ -24,6 +25,8 @@ GRADIENT_SYNC_MODES = ("local", "shared")
 CONTROLLER_UPDATES = ("multiplicative", "additive")
 TEMPERATURE_MODES = ("adaptive", "fixed")
 CONTROLLER_SIGNALS = ("train_loss", "probe")
+# Hyperparameters besides the LR, each with `<name>_spread` and `<name>_auto` fields.
+OTHER_HYPERPARAMETERS = ("weight_decay", "dropout", "label_smoothing", "attention_temperature")
 BASE_SCHEDULES = ("one_cycle", "trainer")
 
 
@@ -115,6 +118,54 @@ class HDETConfig:
             "schedule; f > 1."
         },
     )
+    lr_groups: bool = field(
+        default=False,
+        metadata={
+            "help": "Explore the LR per parameter group: embeddings, no_decay (biases, norms), attention and "
+            "rest, each with its own base LR trajectory and permutation (HDETTrainer builds these groups)."
+        },
+    )
+    weight_decay_spread: float = field(
+        default=0.0,
+        metadata={
+            "help": "Spread in [0, 1) of weight decay around --weight_decay (decaying param groups only)."
+        },
+    )
+    weight_decay_auto: bool = field(
+        default=False, metadata={"help": "Let the controller move the base weight decay (>= 0)."}
+    )
+    dropout_spread: float = field(
+        default=0.0,
+        metadata={
+            "help": "Spread in [0, 1) of the model's dropout probabilities (nn.Dropout modules and attention "
+            "dropout attributes), relative to each site's configured value."
+        },
+    )
+    dropout_auto: bool = field(default=False, metadata={"help": "Let the controller move the base dropout."})
+    dropout_base: float = field(
+        default=0.0,
+        metadata={
+            "help": "If > 0, set every dropout site to this probability before exploring (for models whose "
+            "configured dropout is 0). 0 keeps the model's own values."
+        },
+    )
+    label_smoothing_spread: float = field(
+        default=0.0,
+        metadata={"help": "Spread in [0, 1) of label smoothing around --label_smoothing_factor."},
+    )
+    label_smoothing_auto: bool = field(
+        default=False, metadata={"help": "Let the controller move the base label smoothing (in [0, 1))."}
+    )
+    attention_temperature_spread: float = field(
+        default=0.0,
+        metadata={
+            "help": "Spread in [0, 1) of a temperature dividing the attention logits (base 1). Supported for "
+            "models whose attention modules expose `scaling` (Llama-family, GPT-2)."
+        },
+    )
+    attention_temperature_auto: bool = field(
+        default=False, metadata={"help": "Let the controller move the base attention temperature (> 0)."}
+    )
     seed: int = field(
         default=0,
         metadata={
@@ -201,6 +252,30 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('sync_interval')} must be a positive integer number of optimizer steps, but got "
                 f"{self.sync_interval!r}. Use e.g. {_flag('sync_interval')} 50."
+            )
+        for name in OTHER_HYPERPARAMETERS:
+            spread = getattr(self, f"{name}_spread")
+            if not (isinstance(spread, (int, float)) and 0.0 <= spread < 1.0):
+                raise ValueError(
+                    f"{_flag(name + '_spread')} must be in [0, 1), but got {spread!r}: multipliers are "
+                    f"1 - spread .. 1 + spread. Use e.g. {_flag(name + '_spread')} 0.5."
+                )
+            if getattr(self, f"{name}_auto") and spread == 0:
+                raise ValueError(
+                    f"{_flag(name + '_auto')} needs {_flag(name + '_spread')} > 0 to measure a hypergradient; "
+                    f"set e.g. {_flag(name + '_spread')} 0.5."
+                )
+        if not 0.0 <= self.dropout_base < 1.0:
+            raise ValueError(f"{_flag('dropout_base')} must be in [0, 1), but got {self.dropout_base!r}.")
+        if (
+            self.gradient_sync == "shared"
+            and self.lr_spread == 0
+            and any(getattr(self, f"{name}_spread") > 0 for name in OTHER_HYPERPARAMETERS)
+        ):
+            raise ValueError(
+                f"{_flag('gradient_sync')} shared all-reduces gradients every step, so with {_flag('lr_spread')} 0 "
+                "every replica takes the same update and the other spreads cannot produce different replicas "
+                f"to compare. Use {_flag('gradient_sync')} local, or add an LR spread."
             )
         for name in ("auto_lr_warmup_steps", "sync_warmup_steps"):
             warmup = getattr(self, name)

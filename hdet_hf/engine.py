@@ -35,6 +35,7 @@ from torch import nn
 from .collectives import broadcast_tensors_, fused_average_
 from .config import HDETConfig
 from .controller import ControllerSettings, ControllerState, controller_step
+from .hyperparameters import Hyperparameter
 from .spread import permuted_multipliers, shared_permutation
 
 __all__ = ["HDETEngine", "SyncReport", "HDETDivergenceError", "STATE_VERSION"]
@@ -178,17 +179,16 @@ class HDETEngine:
             max_factor=config.controller_max_factor,
         )
         self.bucket_cap_bytes = int(config.bucket_size_mb * 2**20)
-        # Explored hyperparameters and their spreads; later issues add more than the LR.
-        self.spreads: dict[str, float] = {LR: config.lr_spread}
+        # Explored hyperparameters, in registration order (which fixes the order of permutation draws).
+        self.hparams: dict[str, Hyperparameter] = {
+            LR: Hyperparameter(LR, config.lr_spread, auto=config.auto_lr, is_lr=True)
+        }
         self.group_hparam: list[str] = [LR for _ in optimizer.param_groups]
         self._params, self._buffers = self._collect_tensors(model, optimizer)
-
         # The permutation generator is private and seeded identically on every rank.
-        self.generator = torch.Generator().manual_seed(config.seed)
-        self.permutations = {
-            name: shared_permutation(self.world_size, self.generator) for name in self.spreads
-        }
-        self.controllers = {name: ControllerState() for name in self.spreads}
+        self.generator = torch.Generator()
+        self._reset_exploration()
+        self.values_per_step: dict[str, list[float]] = {}
         self.step = 0
         self.steps_since_sync = 0
         self._loss_sum = torch.zeros((), dtype=torch.float64)
@@ -235,13 +235,75 @@ class HDETEngine:
                     group=self.group,
                 )
 
+    # ------------------------------------------------------------------------------ hyperparameters
+    def _reset_exploration(self) -> None:
+        """Re-seed and draw one permutation per hyperparameter; only before the first step."""
+        self.generator.manual_seed(self.config.seed)
+        self.permutations = {
+            name: shared_permutation(self.world_size, self.generator) for name in self.hparams
+        }
+        self.controllers = {name: ControllerState() for name in self.hparams}
+
+    def _check_not_started(self, what: str) -> None:
+        if getattr(self, "step", 0) != 0:
+            raise RuntimeError(f"{what} must happen before the first optimizer step")
+
+    def add_hyperparameter(self, hparam: Hyperparameter) -> None:
+        """Explore one more scalar (weight decay, dropout, a custom getter/setter...), with its own permutation.
+
+        Every rank must register the same hyperparameters in the same order, before the first step.
+        """
+        self._check_not_started("add_hyperparameter")
+        if hparam.name in self.hparams:
+            raise ValueError(f"Hyperparameter {hparam.name!r} is already explored")
+        if hparam.is_lr:
+            raise ValueError("Learning rates are explored per param group; use split_lr_by_group")
+        self.hparams[hparam.name] = hparam
+        self._reset_exploration()
+        self.apply_values()
+
+    def split_lr_by_group(self, group_names: list[str]) -> None:
+        """Give each optimizer param group its own base LR trajectory and permutation (``lr/<name>``)."""
+        self._check_not_started("split_lr_by_group")
+        if len(group_names) != len(self.optimizer.param_groups):
+            raise ValueError(
+                f"Expected one name per param group ({len(self.optimizer.param_groups)}), got {len(group_names)}"
+            )
+        lr = self.hparams.pop(LR)
+        others = dict(self.hparams)
+        self.hparams = {}
+        for name in dict.fromkeys(group_names):
+            self.hparams[f"{LR}/{name}"] = Hyperparameter(f"{LR}/{name}", lr.spread, auto=lr.auto, is_lr=True)
+        self.hparams.update(others)
+        self.group_hparam = [f"{LR}/{name}" for name in group_names]
+        self._reset_exploration()
+
+    def value(self, name: str) -> float:
+        """This rank's current value of a non-LR hyperparameter: base x controller scale x multiplier, clipped."""
+        hparam = self.hparams[name]
+        assert hparam.base is not None
+        return hparam.clip(hparam.base * self.controllers[name].scale * self.multiplier(name))
+
+    def base_value(self, name: str) -> float:
+        hparam = self.hparams[name]
+        assert hparam.base is not None
+        return hparam.clip(hparam.base * self.controllers[name].scale)
+
+    def apply_values(self) -> None:
+        """Push this rank's values of the non-LR hyperparameters into the model/optimizer/loss."""
+        for name, hparam in self.hparams.items():
+            if not hparam.is_lr and hparam.setter is not None:
+                hparam.setter(self.value(name))
+
     # ------------------------------------------------------------------------------------- values
     def multiplier(self, name: str = LR, rank: int | None = None) -> float:
         rank = self.rank if rank is None else rank
-        return permuted_multipliers(self.world_size, self.spreads[name], self.permutations[name])[rank]
+        return self.multipliers(name)[rank]
 
     def multipliers(self, name: str = LR) -> list[float]:
-        return permuted_multipliers(self.world_size, self.spreads[name], self.permutations[name])
+        if name == LR and LR not in self.hparams:
+            name = self.group_hparam[0]
+        return permuted_multipliers(self.world_size, self.hparams[name].spread, self.permutations[name])
 
     def lr_values(self, schedule_lrs: list[float]) -> list[float]:
         """This rank's LR per param group for the next step, and record the base LRs (for metadata/replay)."""
@@ -282,6 +344,9 @@ class HDETEngine:
         """Count one optimizer step; converge when it lands on the grid (or is the run's last step)."""
         self.step += 1
         self.steps_since_sync += 1
+        for name, hparam in self.hparams.items():
+            if not hparam.is_lr:
+                self.values_per_step.setdefault(name, []).append(self.base_value(name))
         if self.step % self.config.sync_interval == 0:
             return self.converge(regular=True)
         if self.step >= self.total_steps:
@@ -307,9 +372,12 @@ class HDETEngine:
                 group=self.group,
             )
 
-    @property
-    def controller_active(self) -> bool:
-        return self.config.auto_lr and self.step >= self.warmup_steps
+    def controller_active(self, name: str | None = None) -> bool:
+        """Whether the controller moves ``name`` now (any hyperparameter if None)."""
+        if self.step < self.warmup_steps:
+            return False
+        names = [name] if name is not None else list(self.hparams)
+        return any(self.hparams[n].auto for n in names)
 
     # ------------------------------------------------------------------------------------ converge
     def _tensors_to_average(self) -> list[torch.Tensor]:
@@ -338,10 +406,10 @@ class HDETEngine:
         """Average replicas now. ``regular`` converges also run the controller and draw new permutations;
         forced ones (before evaluation/saving, at the end) only average, so every saved or evaluated
         model is the ensemble mean without changing the exploration schedule."""
-        names = list(self.spreads)
+        names = list(self.hparams)
         steps = max(self.steps_since_sync, 1)
         mean_loss = float(self._loss_sum) / steps if self.steps_since_sync else float("nan")
-        use_probe = regular and self.config.controller_signal == "probe" and self.controller_active
+        use_probe = regular and self.config.controller_signal == "probe" and self.controller_active()
         if use_probe and self.probe_fn is None:
             raise RuntimeError("controller_signal='probe' needs engine.probe_fn; HDETTrainer sets it")
         # Scored before averaging: the probe compares the replicas that the interval produced.
@@ -390,9 +458,11 @@ class HDETEngine:
             scale={n: self.controllers[n].scale for n in names},
         )
         if regular:
-            if self.controller_active and len(excluded) < self.world_size:
+            if self.controller_active() and len(excluded) < self.world_size:
                 report.controller_active = True
                 for name in names:
+                    if not self.controller_active(name):
+                        continue
                     new_state, info = controller_step(
                         self.controllers[name],
                         torch.tensor(gathered[name], dtype=torch.float64),
@@ -408,6 +478,7 @@ class HDETEngine:
                     report.scale[name] = new_state.scale
             for name in names:
                 self.permutations[name] = shared_permutation(self.world_size, self.generator)
+            self.apply_values()
             self.trajectory.append(report.to_dict())
             self._loss_sum.zero_()
             self.steps_since_sync = 0
@@ -457,11 +528,14 @@ class HDETEngine:
                             value.zero_()
 
     def _current_bases(self) -> dict[str, float]:
-        """Base value (schedule x scale, before multipliers) of each explored LR in the step just taken."""
+        """Base value (before multipliers) of each explored hyperparameter in the step just taken."""
         row = self.lr_per_step[min(self.step - 1, len(self.lr_per_step) - 1)] if self.lr_per_step else []
         bases: dict[str, float] = {}
         for value, name in zip(row, self.group_hparam):
             bases.setdefault(name, value)
+        for name, hparam in self.hparams.items():
+            if not hparam.is_lr:
+                bases[name] = self.base_value(name)
         return bases
 
     # --------------------------------------------------------------------------------------- state
@@ -483,6 +557,7 @@ class HDETEngine:
             "trajectory": self.trajectory,
             "schedule_lrs": list(self._schedule_lrs) if self._schedule_lrs is not None else None,
             "last_mean_loss": self._last_mean_loss,
+            "values_per_step": self.values_per_step,
             "divergence_events": self.divergence_events,
         }
 
@@ -509,7 +584,7 @@ class HDETEngine:
         if resized:
             self.steps_since_sync = 0
             self._loss_sum = torch.zeros((), dtype=torch.float64, device=self._loss_sum.device)
-            self.permutations = {k: shared_permutation(self.world_size, self.generator) for k in self.spreads}
+            self.permutations = {k: shared_permutation(self.world_size, self.generator) for k in self.hparams}
             notes.append(
                 f"world size {state['world_size']} -> {self.world_size}: multipliers recomputed "
                 f"({self.multipliers()}), base values and velocity kept, interval loss accumulator restarted"
@@ -527,17 +602,27 @@ class HDETEngine:
             self._schedule_lrs = list(state["schedule_lrs"])
         self._last_mean_loss = state.get("last_mean_loss")
         self.divergence_events = list(state.get("divergence_events", []))
+        self.values_per_step = {k: list(v) for k, v in state.get("values_per_step", {}).items()}
+        self.apply_values()
         return notes
 
     def schedule_dict(self) -> dict[str, Any]:
         """The ``hdet_schedule.json`` content (see `schedule_metadata.HDETSchedule`)."""
-        names = list(self.spreads)
+        names = list(self.hparams)
         summary: dict[str, dict[str, float]] = {}
         for i, name in enumerate(self.group_hparam):
             if name in summary or not self.lr_per_step:
                 continue
             series = [row[i] for row in self.lr_per_step]
             summary[name] = {"start": series[0], "final": series[-1], "min": min(series), "max": max(series)}
+        for name, series in self.values_per_step.items():
+            if series:
+                summary[name] = {
+                    "start": series[0],
+                    "final": series[-1],
+                    "min": min(series),
+                    "max": max(series),
+                }
         return {
             "format": "hdet_schedule",
             "version": 1,
@@ -553,4 +638,5 @@ class HDETEngine:
             "trajectory": self.trajectory,
             "summary": summary,
             "divergence_events": self.divergence_events,
+            "values_per_step": self.values_per_step,
         }

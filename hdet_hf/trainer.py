@@ -27,6 +27,14 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .engine import HDETEngine
+from .hyperparameters import (
+    Hyperparameter,
+    attention_temperature_hyperparameter,
+    dropout_hyperparameter,
+    label_smoothing_hyperparameter,
+    lr_param_groups,
+    weight_decay_hyperparameter,
+)
 from .schedule_metadata import PLOT_FILENAME, HDETSchedule, model_card_section
 from .schedulers import HDETLRScheduler
 
@@ -106,6 +114,7 @@ class HDETTrainerMixin:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.hdet_engine: HDETEngine | None = None
+        self._extra_hyperparameters: list[Hyperparameter] = []
         HDETTrainerMixin.instances_created += 1
         super().__init__(*args, **kwargs)
         if self.hdet_enabled:
@@ -120,6 +129,60 @@ class HDETTrainerMixin:
         super().create_accelerator_and_postprocess()
         if self.hdet_enabled and self.args.hdet_config.gradient_sync == "local":
             self.accelerator.prepare_model = _prepare_model_without_ddp(self.accelerator.prepare_model)
+
+    def add_hyperparameter(self, hyperparameter: Hyperparameter) -> None:
+        """Explore a custom scalar too (call before ``train()``); see `hdet_hf.hyperparameters`.
+
+        Example:
+            >>> from hdet_hf.hyperparameters import Hyperparameter
+            >>> trainer.add_hyperparameter(Hyperparameter(  # doctest: +SKIP
+            ...     "router_aux_loss", spread=0.5, base=0.01, auto=True,
+            ...     setter=lambda v: setattr(trainer.model.config, "router_aux_loss_coef", v)))
+        """
+        if self.hdet_engine is not None and self.hdet_engine.step > 0:
+            raise RuntimeError("add_hyperparameter must be called before training starts")
+        self._extra_hyperparameters.append(hyperparameter)
+
+    def create_optimizer(self, model=None):
+        if not (self.hdet_enabled and self.args.hdet_config.lr_groups) or self.optimizer is not None:
+            return super().create_optimizer(model)
+        opt_model = self.model if model is None else model
+        groups = lr_param_groups(opt_model, self.get_decay_parameter_names(opt_model), self.args.weight_decay)
+        optimizer_cls, optimizer_kwargs = self.optimizer_cls_and_kwargs or self.get_optimizer_cls_and_kwargs(
+            self.args, opt_model
+        )
+        self.optimizer = optimizer_cls(groups, **optimizer_kwargs)
+        return self.optimizer
+
+    def _register_hyperparameters(self, engine: HDETEngine, optimizer: torch.optim.Optimizer) -> None:
+        config = self.args.hdet_config
+        if config.lr_groups:
+            engine.split_lr_by_group(
+                [str(g.get("name", f"group_{i}")) for i, g in enumerate(optimizer.param_groups)]
+            )
+        model = self.accelerator.unwrap_model(self.model)
+        if config.weight_decay_spread > 0:
+            engine.add_hyperparameter(
+                weight_decay_hyperparameter(optimizer, config.weight_decay_spread, config.weight_decay_auto)
+            )
+        if config.dropout_spread > 0:
+            engine.add_hyperparameter(
+                dropout_hyperparameter(model, config.dropout_spread, config.dropout_auto, config.dropout_base)
+            )
+        if config.label_smoothing_spread > 0:
+            engine.add_hyperparameter(
+                label_smoothing_hyperparameter(
+                    self, config.label_smoothing_spread, config.label_smoothing_auto
+                )
+            )
+        if config.attention_temperature_spread > 0:
+            engine.add_hyperparameter(
+                attention_temperature_hyperparameter(
+                    model, config.attention_temperature_spread, config.attention_temperature_auto
+                )
+            )
+        for hyperparameter in self._extra_hyperparameters:
+            engine.add_hyperparameter(hyperparameter)
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
         if not self.hdet_enabled:
@@ -145,6 +208,7 @@ class HDETTrainerMixin:
         # The engine's optimizer must expose the real param groups and state (Accelerate wraps it).
         raw_optimizer = getattr(optimizer, "optimizer", optimizer)
         self.hdet_engine = HDETEngine(config, self.model, raw_optimizer, num_training_steps)
+        self._register_hyperparameters(self.hdet_engine, raw_optimizer)
         if config.controller_signal == "probe":
             self.hdet_engine.probe_fn = self._make_probe_fn(config.probe_size)
         self.lr_scheduler = HDETLRScheduler(self.lr_scheduler, self.hdet_engine)
