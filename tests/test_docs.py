@@ -1,0 +1,24 @@
+"""README stays true to the code: the flag table is generated from HDETConfig's help text."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_readme_flag_table_is_up_to_date():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make_flag_table.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_readme_test_command_is_what_ci_runs():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "python -m pytest -q" in readme
+    assert "python3 -m pytest -q" in ci
+    assert "torch==2.13.0" in ci and "torch==2.13.0" in readme
