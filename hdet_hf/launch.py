@@ -4,7 +4,7 @@ The script must parse its `TrainingArguments` with `HfArgumentParser` and train 
 (or `Seq2SeqTrainer`, or a subclass of either), as the official example scripts do::
 
     torchrun --nproc_per_node 4 -m hdet_hf.launch train.py --output_dir out --hdet --hdet_sync_interval 20
-    accelerate launch --num_processes 4 -m hdet_hf.launch train.py --output_dir out --hdet
+    accelerate launch --multi_gpu --num_processes 4 -m hdet_hf.launch train.py --output_dir out --hdet
     python -m hdet_hf.launch train.py --help      # the script's help, now listing the --hdet* flags
 
 While the script runs, ``transformers.TrainingArguments``/``Seq2SeqTrainingArguments`` are the same classes
@@ -223,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
         "arguments. `python -m hdet_hf.launch SCRIPT --help` lists the script's flags, --hdet* included.",
         epilog="examples:\n"
         "  torchrun --nproc_per_node 4 -m hdet_hf.launch train.py --output_dir out --hdet --hdet_sync_interval 20\n"
-        "  accelerate launch --num_processes 4 -m hdet_hf.launch train.py --output_dir out --hdet\n"
+        "  accelerate launch --multi_gpu --num_processes 4 -m hdet_hf.launch train.py --output_dir out --hdet\n"
         "  hdet-launch train.py --output_dir out   # one process; torchrun --no-python hdet-launch ... also works",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 
@@ -18,8 +19,9 @@ def finish_distributed(exit_code: int = 0) -> None:
     8 runs of a plain ``transformers.Trainer`` script on 2 CPU processes, with or without
     ``destroy_process_group``; pytorch/pytorch#179291 describes it). The launcher then reports a failed run
     although the work finished. For gloo we therefore flush and leave with ``os._exit`` after a barrier and
-    ``destroy_process_group``; 12 of 12 runs exited cleanly that way. Call it last: atexit handlers do not
-    run afterwards. NCCL and single-process runs return normally.
+    ``destroy_process_group``; 12 of 12 runs exited cleanly that way. Python-level atexit handlers (e.g. a
+    logger's final flush) are run first, since ``os._exit`` would skip them. NCCL and single-process runs
+    return normally.
     """
     if not (dist.is_available() and dist.is_initialized()):
         return
@@ -27,6 +29,7 @@ def finish_distributed(exit_code: int = 0) -> None:
     dist.barrier()
     dist.destroy_process_group()
     if "gloo" in backend:
+        atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(exit_code)
