@@ -609,11 +609,13 @@ class HDETEngine:
     def schedule_dict(self) -> dict[str, Any]:
         """The ``hdet_schedule.json`` content (see `schedule_metadata.HDETSchedule`)."""
         names = list(self.hparams)
+        # The row after the last step holds an LR set for a step that never ran.
+        rows = [list(row) for row in self.lr_per_step[: max(self.step, 1)]]
         summary: dict[str, dict[str, float]] = {}
         for i, name in enumerate(self.group_hparam):
-            if name in summary or not self.lr_per_step:
+            if name in summary or not rows:
                 continue
-            series = [row[i] for row in self.lr_per_step]
+            series = [row[i] for row in rows]
             summary[name] = {"start": series[0], "final": series[-1], "min": min(series), "max": max(series)}
         for name, series in self.values_per_step.items():
             if series:
@@ -634,7 +636,7 @@ class HDETEngine:
             "param_group_names": [
                 str(g.get("name", f"group_{i}")) for i, g in enumerate(self.optimizer.param_groups)
             ],
-            "lr_per_step": [list(row) for row in self.lr_per_step[: max(self.step, 1)]],
+            "lr_per_step": rows,
             "trajectory": self.trajectory,
             "summary": summary,
             "divergence_events": self.divergence_events,

@@ -482,13 +482,18 @@ def model_card_section(
     """
     summary = schedule.summary or schedule.compute_summary()
     names = ", ".join(f"`{h}`" for h in schedule.hyperparameters) or "no hyperparameter"
+    controlled = any(t.get("controller_active") for t in schedule.trajectory)
+    controller_text = (
+        ", while a controller moved the shared base value using the ranks' losses."
+        if controlled
+        else "; the base values followed the configured schedule (no controller update)."
+    )
     lines = [
         "## HDET schedule",
         "",
         f"This model was trained with Hyperparameter-Divergent Ensemble Training (HDET): "
         f"{schedule.world_size} data-parallel ranks trained with different values of {names}, and "
-        f"their parameters were averaged every {schedule.sync_interval} optimizer steps, while a "
-        f"controller moved the shared base value using the ranks' losses.",
+        f"their parameters were averaged every {schedule.sync_interval} optimizer steps{controller_text}",
         "",
         f"- World size: {schedule.world_size}",
         f"- Sync interval: {schedule.sync_interval} optimizer steps",

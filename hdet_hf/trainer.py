@@ -199,7 +199,8 @@ class HDETTrainerMixin:
                 optimizer,
                 max_lr=[g["lr"] for g in optimizer.param_groups],
                 total_steps=num_training_steps,
-                pct_start=min(max(pct_start, 1.0 / num_training_steps), 0.99),
+                # OneCycleLR divides by (pct_start * total - 1): keep at least 2 warm-up steps.
+                pct_start=min(max(pct_start, 2.0 / num_training_steps), 0.99),
                 cycle_momentum=False,
             )
             self._created_lr_scheduler = True

@@ -1,0 +1,49 @@
+"""HDETTrainer in one process (cheap edge cases; the distributed behaviour is in test_trainer_distributed)."""
+
+import json
+
+import pytest
+import torch
+from datasets import Dataset
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from hdet_hf import HDETTrainer, HDETTrainingArguments
+
+
+def tiny_trainer(tmp_path, **kwargs):
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=32,
+            hidden_size=8,
+            intermediate_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+        )
+    )
+    ids = torch.randint(0, 32, (32, 8)).tolist()
+    args = HDETTrainingArguments(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        per_device_train_batch_size=4,
+        hdet=True,
+        **kwargs,
+    )
+    return HDETTrainer(
+        model=model, args=args, train_dataset=Dataset.from_dict({"input_ids": ids, "labels": ids})
+    )
+
+
+@pytest.mark.filterwarnings("ignore:HDET runs on a single process")
+@pytest.mark.parametrize("warmup_steps", [1, 2])
+def test_short_one_cycle_warmup_and_summary_of_the_steps_that_ran(tmp_path, warmup_steps):
+    trainer = tiny_trainer(tmp_path, max_steps=10, warmup_steps=warmup_steps, hdet_sync_interval=5)
+    trainer.train()
+    schedule = json.loads((tmp_path / "hdet_schedule.json").read_text())
+    assert len(schedule["lr_per_step"]) == 10
+    assert schedule["summary"]["lr"]["final"] == schedule["lr_per_step"][-1][0]
+    assert [t["step"] for t in schedule["trajectory"]] == [5, 10]
