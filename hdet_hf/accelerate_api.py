@@ -94,8 +94,12 @@ class HDETAccelerate:
 
     def step(self, loss: torch.Tensor | float) -> SyncReport | None:
         """Call after ``optimizer.step()`` on every micro-batch; counts only real optimizer steps."""
-        if not self.enabled or self.engine is None:
+        if not self.enabled:
             return None
+        if self.engine is None:
+            raise RuntimeError(
+                "HDETAccelerate.step() was called before prepare(): call hdet.prepare(model, ...) first"
+            )
         steps = max(self.accelerator.gradient_accumulation_steps, 1)
         self.engine.add_loss(loss / steps if steps > 1 else loss)
         if not self.accelerator.sync_gradients:
@@ -107,7 +111,13 @@ class HDETAccelerate:
 
     def converge(self) -> SyncReport | None:
         """Average the replicas now (e.g. before evaluating or saving); no controller update."""
-        if not self.enabled or self.engine is None or self.engine.steps_since_sync == 0:
+        if not self.enabled:
+            return None
+        if self.engine is None:
+            raise RuntimeError(
+                "HDETAccelerate.converge() was called before prepare(): call hdet.prepare(...) first"
+            )
+        if self.engine.steps_since_sync == 0:
             return None
         report = self.engine.converge(regular=False)
         assert self.lr_scheduler is not None

@@ -229,6 +229,14 @@ class HDETConfig:
     )
 
     def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type == "bool" and not isinstance(value, bool):
+                raise ValueError(f"{_flag(f.name)} must be true or false, but got {value!r}.")
+            if f.type in ("float", "int") and (
+                isinstance(value, bool) or not isinstance(value, (int, float))
+            ):
+                raise ValueError(f"{_flag(f.name)} must be a number, but got {value!r}.")
         _check_choice("gradient_sync", self.gradient_sync, GRADIENT_SYNC_MODES)
         _check_choice("controller_update", self.controller_update, CONTROLLER_UPDATES)
         _check_choice("controller_temperature_mode", self.controller_temperature_mode, TEMPERATURE_MODES)

@@ -190,8 +190,12 @@ class HDETEngine:
         self._reset_exploration()
         self.values_per_step: dict[str, list[float]] = {}
         self.step = 0
-        self.steps_since_sync = 0
+        self.steps_since_sync = 0  # identical on every rank (drives forced converges)
         self._loss_sum = torch.zeros((), dtype=torch.float64)
+        # Steps in _loss_sum: a replica reset at a forced converge restarts its sum, not the interval.
+        self._loss_steps = 0
+        # Reset after diverging in this interval: its loss no longer describes its multiplier.
+        self._diverged_in_interval = False
         self._schedule_lrs: list[float] | None = None
         self.lr_per_step: list[list[float]] = []
         self.trajectory: list[dict[str, Any]] = []
@@ -344,6 +348,7 @@ class HDETEngine:
         """Count one optimizer step; converge when it lands on the grid (or is the run's last step)."""
         self.step += 1
         self.steps_since_sync += 1
+        self._loss_steps += 1
         for name, hparam in self.hparams.items():
             if not hparam.is_lr:
                 self.values_per_step.setdefault(name, []).append(self.base_value(name))
@@ -396,7 +401,7 @@ class HDETEngine:
         factor = self.config.divergence_factor
         reference = self._last_mean_loss
         # Decided locally (no extra collective): compared with the ensemble mean gathered at the last converge.
-        if factor and reference is not None and reference > 0 and losses[0] > factor * reference:
+        if factor and losses and reference is not None and reference > 0 and losses[0] > factor * reference:
             return False
         # One host sync for all parameters, at a converge only.
         return bool(torch.stack([torch.isfinite(p).all() for p in self._params]).all())
@@ -407,16 +412,17 @@ class HDETEngine:
         forced ones (before evaluation/saving, at the end) only average, so every saved or evaluated
         model is the ensemble mean without changing the exploration schedule."""
         names = list(self.hparams)
-        steps = max(self.steps_since_sync, 1)
-        mean_loss = float(self._loss_sum) / steps if self.steps_since_sync else float("nan")
+        mean_loss = float(self._loss_sum) / self._loss_steps if self._loss_steps else float("nan")
         use_probe = regular and self.config.controller_signal == "probe" and self.controller_active()
         if use_probe and self.probe_fn is None:
             raise RuntimeError("controller_signal='probe' needs engine.probe_fn; HDETTrainer sets it")
         # Scored before averaging: the probe compares the replicas that the interval produced.
         probe_loss = float(self.probe_fn()) if use_probe else mean_loss
-        healthy = self._is_healthy(mean_loss, probe_loss) if self.steps_since_sync else True
+        healthy = self._is_healthy(mean_loss, probe_loss) if self._loss_steps else self._is_healthy()
+        # Averaging uses `healthy` (now); the controller also drops a replica reset earlier in this interval.
+        scored = healthy and not self._diverged_in_interval
         own = torch.tensor(
-            [mean_loss, probe_loss, 1.0 if healthy else 0.0] + [self.multiplier(n) for n in names],
+            [mean_loss, probe_loss, float(healthy), float(scored)] + [self.multiplier(n) for n in names],
             dtype=torch.float64,
         )
         try:
@@ -438,12 +444,18 @@ class HDETEngine:
                 f"{self.config.divergence_factor}x the last ensemble mean): nothing healthy to average. "
                 "Training stopped; earlier checkpoints are untouched. Lower --learning_rate or --hdet_lr_spread."
             ) from error
-        losses, signal, healthy_ranks = stats[:, 0], stats[:, 1], stats[:, 2] > 0.5
-        gathered = {n: stats[:, 3 + i].tolist() for i, n in enumerate(names)}
+        losses, signal = stats[:, 0], stats[:, 1]
+        healthy_ranks, scored_ranks = stats[:, 2] > 0.5, stats[:, 3] > 0.5
+        gathered = {n: stats[:, 4 + i].tolist() for i, n in enumerate(names)}
         excluded = [r for r in range(self.world_size) if not bool(healthy_ranks[r])]
         if excluded:
             self._record_divergence(excluded, losses, gathered, healthy)
-        good = [float(losses[r]) for r in range(self.world_size) if bool(healthy_ranks[r])]
+        if not healthy:
+            # This replica now holds the average: its diverged loss must not be counted again.
+            self._loss_sum.zero_()
+            self._loss_steps = 0
+            self._diverged_in_interval = True
+        good = [float(losses[r]) for r in range(self.world_size) if bool(scored_ranks[r])]
         if good and all(math.isfinite(x) for x in good):
             self._last_mean_loss = sum(good) / len(good)
         bases = self._current_bases()
@@ -458,7 +470,7 @@ class HDETEngine:
             scale={n: self.controllers[n].scale for n in names},
         )
         if regular:
-            if self.controller_active() and len(excluded) < self.world_size:
+            if self.controller_active() and bool(scored_ranks.any()):
                 report.controller_active = True
                 for name in names:
                     if not self.controller_active(name):
@@ -469,7 +481,7 @@ class HDETEngine:
                         signal,
                         self.settings,
                         base_value=bases[name],
-                        healthy=healthy_ranks,
+                        healthy=scored_ranks,
                     )
                     self.controllers[name] = new_state
                     report.weights = info["weights"]  # identical for every hyperparameter
@@ -481,6 +493,8 @@ class HDETEngine:
             self.apply_values()
             self.trajectory.append(report.to_dict())
             self._loss_sum.zero_()
+            self._loss_steps = 0
+            self._diverged_in_interval = False
             self.steps_since_sync = 0
             if self.rank == 0:
                 logger.info(
@@ -548,6 +562,8 @@ class HDETEngine:
             "step": self.step,
             "steps_since_sync": self.steps_since_sync,
             "loss_sum": float(self._loss_sum),
+            "loss_steps": self._loss_steps,
+            "diverged_in_interval": self._diverged_in_interval,
             "generator_state": self.generator.get_state(),
             "permutations": {k: list(v) for k, v in self.permutations.items()},
             "controllers": {
@@ -582,7 +598,8 @@ class HDETEngine:
         self.step = int(state["step"])
         self.generator.set_state(state["generator_state"])
         if resized:
-            self.steps_since_sync = 0
+            self.steps_since_sync = self._loss_steps = 0
+            self._diverged_in_interval = False
             self._loss_sum = torch.zeros((), dtype=torch.float64, device=self._loss_sum.device)
             self.permutations = {k: shared_permutation(self.world_size, self.generator) for k in self.hparams}
             notes.append(
@@ -591,6 +608,8 @@ class HDETEngine:
             )
         else:
             self.steps_since_sync = int(state["steps_since_sync"])
+            self._loss_steps = int(state.get("loss_steps", self.steps_since_sync))
+            self._diverged_in_interval = bool(state.get("diverged_in_interval", False))
             self._loss_sum = torch.tensor(
                 float(state["loss_sum"]), dtype=torch.float64, device=self._loss_sum.device
             )

@@ -145,6 +145,28 @@ class OneCycleAutoLR(OneCycleLR):
             total_steps = epochs * steps_per_epoch
         if not isinstance(total_steps, int) or total_steps <= 0:
             raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
+        # Checked under the reference's argument names (HDETConfig would name CLI flags the caller never used).
+        if not (isinstance(ensemble_lr_spread_ratio, (int, float)) and 0.0 <= ensemble_lr_spread_ratio < 1.0):
+            raise ValueError(
+                f"ensemble_lr_spread_ratio must be in [0, 1), but got {ensemble_lr_spread_ratio!r}: rank "
+                "multipliers are 1 - ratio .. 1 + ratio and must stay positive. Use e.g. 0.5."
+            )
+        if (
+            not isinstance(model_sync_interval, int)
+            or isinstance(model_sync_interval, bool)
+            or model_sync_interval < 1
+        ):
+            raise ValueError(
+                f"model_sync_interval must be a positive integer number of steps, but got {model_sync_interval!r}"
+            )
+        if not (isinstance(loss_scale, (int, float)) and loss_scale > 0):
+            raise ValueError(
+                f"Expected positive loss_scale (the softmax temperature), but got {loss_scale!r}"
+            )
+        if not (isinstance(lr_of_lr, (int, float)) and lr_of_lr >= 0):
+            raise ValueError(f"Expected non-negative lr_of_lr, but got {lr_of_lr!r}")
+        if not (isinstance(momentum_of_lr, (int, float)) and 0.0 <= momentum_of_lr < 1.0):
+            raise ValueError(f"Expected momentum_of_lr in [0, 1), but got {momentum_of_lr!r}")
         if rank is not None or world_size is not None:
             warnings.warn(
                 "OneCycleAutoLR reads rank and world_size from torch.distributed at run time; the rank/world_size "
@@ -156,6 +178,11 @@ class OneCycleAutoLR(OneCycleLR):
                 f"auto_lr_warmup_steps={auto_lr_warmup_steps} is not before the end of the run "
                 f"(total_steps={total_steps}), so auto-LR would never start (the reference's default is 100000). "
                 "Pass e.g. auto_lr_warmup_steps=0.1 (a fraction of the run) or a step count < total_steps."
+            )
+        if enable_auto_lr and ensemble_lr_spread_ratio == 0:
+            raise ValueError(
+                "enable_auto_lr=True needs ensemble_lr_spread_ratio > 0: with no spread every rank runs the same "
+                "LR and there is no hypergradient to measure"
             )
         self.hdet_config = HDETConfig(
             lr_spread=ensemble_lr_spread_ratio,

@@ -305,18 +305,34 @@ class HDETTrainerMixin:
                 f"Checkpoint {checkpoint} has no HDET state (hdet_state_rank*.pt): it was not written by an HDET "
                 "run. Resume it without --hdet, or resume from an HDET checkpoint."
             )
-        # Same world size: every rank takes its own files. Elastic resume: rank r takes rank r mod N's files
-        # (optimizer moments of a replica that trained under some multiplier), and the shared state carries.
-        source = engine.rank if saved_world == engine.world_size else engine.rank % saved_world
-        state = torch.load(os.path.join(checkpoint, STATE_FILENAME.format(rank=source)), weights_only=True)
+        # Same world size: every rank takes its own files. Growing: rank r continues saved rank r mod N.
+        # Shrinking: rank r merges (averages) the optimizer moments of saved ranks r, r + M, r + 2M, ...
+        # The shared HDET state is identical in every saved file.
+        if saved_world > engine.world_size:
+            sources = list(range(engine.rank, saved_world, engine.world_size))
+        else:
+            sources = [engine.rank % saved_world]
+        state = torch.load(
+            os.path.join(checkpoint, STATE_FILENAME.format(rank=sources[0])), weights_only=True
+        )
         notes = engine.load_state_dict(state, elastic=saved_world != engine.world_size)
-        optimizer_path = os.path.join(checkpoint, OPTIMIZER_FILENAME.format(rank=source))
-        if os.path.isfile(optimizer_path):
-            self.optimizer.load_state_dict(torch.load(optimizer_path, weights_only=True))
+        optimizer_states = [
+            torch.load(path, weights_only=True)
+            for path in (os.path.join(checkpoint, OPTIMIZER_FILENAME.format(rank=s)) for s in sources)
+            if os.path.isfile(path)
+        ]
+        if optimizer_states:
+            self.optimizer.load_state_dict(_merge_optimizer_states(optimizer_states))
         if notes and self.is_world_process_zero():
-            mapping = {r: r % saved_world for r in range(engine.world_size)}
+            mapping = {
+                r: list(range(r, saved_world, engine.world_size))
+                if saved_world > engine.world_size
+                else [r % saved_world]
+                for r in range(engine.world_size)
+            }
             logger.warning(
-                "HDET elastic resume from %s: %s; per-rank optimizer state taken from saved ranks %s.",
+                "HDET elastic resume from %s: %s; per-rank optimizer state taken from saved ranks %s "
+                "(several: their moments averaged).",
                 checkpoint,
                 "; ".join(notes),
                 mapping,
@@ -333,6 +349,16 @@ class HDETTrainer(HDETTrainerMixin, Trainer):
         >>> trainer = HDETTrainer(model=model, args=args, train_dataset=train)  # doctest: +SKIP
         >>> trainer.train()  # launch with `accelerate launch --num_processes 4 train.py`  # doctest: +SKIP
     """
+
+
+def _merge_optimizer_states(states: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first state, with every floating-point tensor (moments) averaged over all given states."""
+    merged = states[0]
+    for index, param_state in merged["state"].items():
+        for key, value in param_state.items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and torch.is_floating_point(value):
+                param_state[key] = torch.stack([s["state"][index][key] for s in states]).mean(0)
+    return merged
 
 
 def _saved_world_size(checkpoint: str) -> int | None:
