@@ -47,3 +47,44 @@ def test_short_one_cycle_warmup_and_summary_of_the_steps_that_ran(tmp_path, warm
     assert len(schedule["lr_per_step"]) == 10
     assert schedule["summary"]["lr"]["final"] == schedule["lr_per_step"][-1][0]
     assert [t["step"] for t in schedule["trajectory"]] == [5, 10]
+
+
+@pytest.mark.filterwarnings("ignore:HDET runs on a single process")
+def test_trainer_push_to_hub_sends_schedule_and_plot_and_replay_reproduces_it(tmp_path):
+    """`Trainer.push_to_hub` through a fake Hub (HTTP only): JSON, PNG and the card go up; the downloaded
+    schedule replays the recorded base LRs exactly on a fresh single-device optimizer."""
+    from fake_hub import fake_hub
+
+    from hdet_hf import HDETSchedule
+
+    with fake_hub() as hub:
+        out = tmp_path / "out"
+        trainer = tiny_trainer(
+            out,
+            max_steps=12,
+            hdet_sync_interval=4,
+            hdet_auto_lr=True,
+            hdet_auto_lr_warmup_steps=0,
+            push_to_hub=True,
+            hub_model_id="hdet-tiny",
+            hub_token=hub.token,
+        )
+        trainer.train()
+        trainer.push_to_hub()
+        repo_id = f"{hub.user}/hdet-tiny"
+        sent = hub.files(repo_id)
+        for name in ("hdet_schedule.json", "hdet_schedule.png"):
+            assert sent[name] == (out / name).read_bytes()
+        card = sent["README.md"].decode()
+        assert "## HDET schedule" in card and "- hdet" in card
+        schedule = HDETSchedule.from_pretrained(repo_id, cache_dir=tmp_path / "cache", token=hub.token)
+
+    recorded = schedule.lr_per_step
+    assert len(recorded) == 12 and len(schedule.trajectory) == 3
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW([{"params": [model.weight]}, {"params": [model.bias]}], lr=1.0)
+    replay = schedule.as_lr_scheduler(optimizer)
+    for step in range(12):
+        assert [g["lr"] for g in optimizer.param_groups] == recorded[step]
+        optimizer.step()
+        replay.step()
