@@ -1,0 +1,1162 @@
+"""Quality benchmark: DDP + OneCycle over an LR grid vs. HDET started from good and bad LRs.
+
+One ``torchrun`` launch runs every config in sequence inside the same processes (start-up costs ~15-25 s
+per launch on a small CPU machine); each config trains a fresh, identically seeded model on the same
+data shards and evaluates it once, at the end, on the validation split. Rank 0 appends one JSON line per
+finished config to ``<out_dir>/results.jsonl``, so a killed run keeps what it finished; the parent process
+then writes the table (``results.md``), the full record (``results.json``) and the plots
+(``quality.png``: eval loss vs. peak LR with HDET's start -> final LR arrows; ``lr_curves.png``: the base
+LR per step of the HDET runs).
+
+Phases (names in brackets; ``--configs`` takes names or these group names):
+- ``sweep``: DDP with OneCycle (the same shape as HDET's default base schedule) over an LR grid; the grid is
+  extended by one point at a time until the best point is interior and the top end is >= 5% worse.
+- ``core``: HDET ``local``/``shared`` x auto-LR off (``fixed``)/on (``auto``, the library's controller) x
+  start at the best LR (``best``), 10x below (``low``), 3x above (``high``).
+- ``paper``: the paper's controller (additive, fixed temperature 0.002, lambda 0.5, beta 0.9) from low/high.
+- ``variants``: controller/spread/interval variants next to the library's defaults.
+- ``risks``: controller signal ``probe`` vs ``train_loss`` and synchronous warm-up in ``local`` mode (run
+  only if this hdet_hf has the options), and a shorter interval.
+- ``stability``: a setting where DDP diverges (larger model, no warm-up, high LR) and HDET at that LR.
+
+Example:
+    python scripts/benchmark_quality.py --quick                 # smoke run, a few minutes on 2 cores
+    python scripts/benchmark_quality.py                         # the full run (see BENCHMARKS.md)
+    python scripts/benchmark_quality.py --configs core,paper    # a subset, appended to the results
+    python scripts/benchmark_quality.py --plot_only             # redo table and plots from results.jsonl
+    python scripts/benchmark_quality.py --hdet_sync_warmup_steps 30   # any --hdet_* flag: all HDET runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import json
+import math
+import os
+import platform
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO / "benchmarks" / "quality"
+RESULTS_JSONL = "results.jsonl"
+
+# The paper's controller (reference OneCycleAutoLR defaults): additive, loss_scale 0.002, lr_of_lr 0.5,
+# momentum_of_lr 0.9.
+PAPER_CONTROLLER = {
+    "controller_update": "additive",
+    "controller_temperature_mode": "fixed",
+    "controller_temperature": 0.002,
+    "controller_lr": 0.5,
+    "controller_momentum": 0.9,
+}
+# The improved controller shown next to the paper's and the library's (chosen from pilot runs, see BENCHMARKS.md).
+TUNED_CONTROLLER = {"controller_lr": 1.5, "controller_momentum": 0.5, "lr_spread": 0.25, "sync_interval": 10}
+START_FACTORS = {"best": 1.0, "low": 0.1, "high": 3.0}
+GROUPS = ("sweep", "core", "paper", "variants", "risks", "stability")
+# A run whose eval loss is >= this fraction of the unigram cross-entropy learned (almost) nothing beyond token
+# frequencies: it collapsed.
+COLLAPSE_FRACTION = 0.98
+TABLE_COLUMNS = (
+    "config",
+    "setting",
+    "mode",
+    "controller",
+    "start LR",
+    "final LR",
+    "eff. peak LR",
+    "eval loss",
+    "perplexity",
+    "vs best DDP",
+    "diverged?",
+)
+
+
+# --------------------------------------------------------------------------------------------- configs
+@dataclass
+class RunSpec:
+    """One training run. ``hdet`` is None for DDP, else HDETConfig fields (without the ``hdet_`` prefix)."""
+
+    name: str
+    group: str
+    lr: float
+    start: str = ""  # best / low / high for HDET runs, "" for the sweep
+    hdet: dict[str, Any] | None = None
+    setting: str = "main"  # main or stability
+    controller: str = ""  # fixed / auto / paper / variant label
+    note: str = ""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description="HDET quality benchmark: DDP+OneCycle LR sweep vs. HDET (local/shared, with and without "
+        "auto-LR) started from the sweep's best LR, 10x below and 3x above. Unknown --hdet_<field> VALUE "
+        "flags are passed to every HDET run (a run's own setting of that field wins).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--out_dir", default=str(DEFAULT_OUT), help="Where results, table and plots go.")
+    p.add_argument(
+        "--num_processes", type=int, default=4, help="Processes (data-parallel ranks) of the launch."
+    )
+    p.add_argument("--quick", action="store_true", help="Smoke run: few steps, a 3-point grid, few configs.")
+    p.add_argument(
+        "--configs",
+        default="",
+        help=f"Comma-separated config names or groups ({', '.join(GROUPS)}) to run; results are appended.",
+    )
+    p.add_argument("--resume", action="store_true", help="Append to results.jsonl and skip configs in it.")
+    p.add_argument(
+        "--plot_only", action="store_true", help="Only rebuild table/json/plots from results.jsonl."
+    )
+    p.add_argument("--list", action="store_true", help="Print the planned config names and groups, and exit.")
+    # Task and model (main setting).
+    p.add_argument(
+        "--max_steps", type=int, default=None, help="Optimizer steps per run (full 300, quick 40)."
+    )
+    p.add_argument("--batch_size", type=int, default=8, help="Per-device train batch size (blocks).")
+    p.add_argument("--block_size", type=int, default=128)
+    p.add_argument("--vocab_size", type=int, default=1024, help="BPE vocabulary of the default task.")
+    p.add_argument("--hidden_size", type=int, default=64)
+    p.add_argument("--num_hidden_layers", type=int, default=2)
+    p.add_argument("--intermediate_size", type=int, default=172)
+    p.add_argument("--num_attention_heads", type=int, default=4)
+    p.add_argument("--num_key_value_heads", type=int, default=2)
+    p.add_argument("--eval_blocks", type=int, default=0, help="Validation blocks to evaluate on (0 = all).")
+    p.add_argument("--seed", type=int, default=0, help="Model init and data order seed, same for every run.")
+    # Sweep.
+    p.add_argument("--grid", default="", help="Initial DDP LR grid (comma-separated); default 1e-3..1e-1.")
+    p.add_argument("--grid_ratio", type=float, default=10**0.5, help="Factor between added grid points.")
+    p.add_argument(
+        "--max_grid_extensions", type=int, default=None, help="Points the sweep may add (3; quick 0)."
+    )
+    p.add_argument(
+        "--best_lr", type=float, default=None, help="Skip the sweep's choice: start HDET from this."
+    )
+    # HDET defaults of this benchmark.
+    p.add_argument("--sync_interval", type=int, default=None, help="HDET T (full 20, quick 10).")
+    p.add_argument("--lr_spread", type=float, default=0.5, help="HDET spread alpha.")
+    # Stability setting.
+    p.add_argument("--stability_steps", type=int, default=None, help="Steps of the stability runs (150).")
+    p.add_argument("--stability_hidden_size", type=int, default=None, help="(full 128, quick = main)")
+    p.add_argument("--stability_num_hidden_layers", type=int, default=None, help="(full 4, quick = main)")
+    p.add_argument("--stability_intermediate_size", type=int, default=None, help="(full 344, quick = main)")
+    p.add_argument(
+        "--stability_warmup_steps",
+        type=int,
+        default=2,
+        help="2 = no real warm-up (OneCycle peaks at step 1).",
+    )
+    p.add_argument(
+        "--stability_max_grad_norm",
+        type=float,
+        default=0.0,
+        help="Gradient clipping of the stability runs (0 = off).",
+    )
+    p.add_argument("--stability_lrs", default="", help="DDP LRs of the stability setting (0.003,0.01,0.03).")
+    p.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--_work_dir", default="", help=argparse.SUPPRESS)
+    return p
+
+
+def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    quick = args.quick
+
+    def pick(name: str, full: Any, q: Any) -> None:
+        if getattr(args, name) is None:
+            setattr(args, name, q if quick else full)
+
+    pick("max_steps", 300, 40)
+    pick("max_grid_extensions", 3, 0)
+    pick("sync_interval", 20, 10)
+    pick("stability_steps", 150, 40)
+    pick("stability_hidden_size", 128, args.hidden_size)
+    pick("stability_num_hidden_layers", 4, args.num_hidden_layers)
+    pick("stability_intermediate_size", 344, args.intermediate_size)
+    if not args.grid:
+        args.grid = "1e-3,1e-2,1e-1" if quick else "1e-3,3e-3,1e-2,3e-2,1e-1"
+    if not args.stability_lrs:
+        args.stability_lrs = "0.1" if quick else "0.003,0.01,0.03"
+    return args
+
+
+def parse_lrs(text: str) -> list[float]:
+    return sorted(float(x) for x in text.split(",") if x.strip())
+
+
+def sweep_name(lr: float, setting: str = "main") -> str:
+    return f"{'stab_' if setting == 'stability' else ''}ddp_lr{lr:.3g}"
+
+
+def plan_hdet(
+    args: argparse.Namespace, best_lr: float, supported: set[str]
+) -> tuple[list[RunSpec], list[str]]:
+    """HDET runs of the main setting, started from ``best_lr`` x START_FACTORS. Returns (specs, skipped notes)."""
+    base = {"lr_spread": args.lr_spread, "sync_interval": args.sync_interval}
+    specs: list[RunSpec] = []
+    skipped: list[str] = []
+
+    def add(name, group, start, controller, note="", **hdet):
+        specs.append(
+            RunSpec(
+                name=name,
+                group=group,
+                lr=best_lr * START_FACTORS[start],
+                start=start,
+                hdet={**base, **hdet},
+                controller=controller,
+                note=note,
+            )
+        )
+
+    starts = ("best", "low", "high")
+    for mode in ("local", "shared"):
+        for start in starts:
+            add(f"{mode}_fixed_{start}", "core", start, "fixed", gradient_sync=mode)
+            add(f"{mode}_auto_{start}", "core", start, "auto", gradient_sync=mode, auto_lr=True)
+    for mode in ("local", "shared"):
+        for start in ("low", "high"):
+            add(
+                f"{mode}_paper_{start}",
+                "paper",
+                start,
+                "paper",
+                gradient_sync=mode,
+                auto_lr=True,
+                **PAPER_CONTROLLER,
+            )
+    if args.quick:
+        keep = {"local_fixed_best", "local_auto_low", "shared_auto_high", "local_paper_low"}
+        specs = [s for s in specs if s.name in keep]
+        return specs, skipped
+    # Variants: a faster controller with a smaller spread and interval (shared mode pays for the spread:
+    # replicas take their gradients at points up to spread x T steps apart), with both controller signals.
+    tuned = {**TUNED_CONTROLLER, "auto_lr": True}
+    tuned_note = (
+        "lambda {controller_lr:g}, beta {controller_momentum:g}, spread {lr_spread:g}, T {sync_interval}"
+    )
+    tuned_note = tuned_note.format(**TUNED_CONTROLLER)
+    for mode in ("local", "shared"):
+        for start in ("low", "high"):
+            add(f"{mode}_tuned_{start}", "variants", start, "tuned", tuned_note, gradient_sync=mode, **tuned)
+    # Risk 1: replicas see different data, so train losses are a noisy comparison -> probe signal.
+    if "controller_signal" in supported:
+        for mode in ("local", "shared"):
+            for start in ("low", "high"):
+                add(
+                    f"{mode}_tuned_{start}_probe",
+                    "risks",
+                    start,
+                    "tuned",
+                    tuned_note + ", signal probe",
+                    gradient_sync=mode,
+                    controller_signal="probe",
+                    **tuned,
+                )
+    else:
+        skipped.append("--hdet_controller_signal probe (not in this hdet_hf yet)")
+    # Risk 2: local mode is local SGD -> synchronous warm-up (post-local SGD) and a shorter interval.
+    t = args.sync_interval
+    if "sync_warmup_steps" in supported:
+        warm = max(args.max_steps // 10, 1)
+        add(
+            "local_fixed_best_syncwarm",
+            "risks",
+            "best",
+            "fixed",
+            f"sync warm-up {warm} steps",
+            gradient_sync="local",
+            sync_warmup_steps=warm,
+        )
+    else:
+        skipped.append("--hdet_sync_warmup_steps (not in this hdet_hf yet)")
+    short = max(t // 4, 1)
+    add(
+        f"local_fixed_best_T{short}",
+        "risks",
+        "best",
+        "fixed",
+        f"T {short}",
+        gradient_sync="local",
+        sync_interval=short,
+    )
+    # What the spread costs at a fixed LR (spread 0 in shared mode is DDP: a check of the baseline).
+    add(
+        "shared_fixed_best_s0",
+        "risks",
+        "best",
+        "fixed",
+        "spread 0 (= DDP)",
+        gradient_sync="shared",
+        lr_spread=0.0,
+    )
+    add(
+        "shared_fixed_best_s0.25_T10",
+        "risks",
+        "best",
+        "fixed",
+        "spread 0.25, T 10",
+        gradient_sync="shared",
+        lr_spread=0.25,
+        sync_interval=10,
+    )
+    return specs, skipped
+
+
+def plan_stability(args: argparse.Namespace, hdet_lr: float) -> list[RunSpec]:
+    """HDET at the stability setting's LR where DDP diverged (the sweep runs separately, first)."""
+    base = {"lr_spread": args.lr_spread, "sync_interval": args.sync_interval}
+    runs = [
+        ("local", "fixed", {}),
+        ("local", "auto", {"auto_lr": True}),
+        ("shared", "auto", {"auto_lr": True}),
+    ]
+    if args.quick:
+        runs = runs[1:2]
+    specs = []
+    for mode, controller, extra in runs:
+        specs.append(
+            RunSpec(
+                name=f"stab_{mode}_{controller}",
+                group="stability",
+                lr=hdet_lr,
+                start="diverging",
+                hdet={**base, "gradient_sync": mode, **extra},
+                setting="stability",
+                controller=controller,
+            )
+        )
+    return specs
+
+
+def parse_passthrough(unknown: list[str]) -> dict[str, Any]:
+    """``--hdet_<field> VALUE`` pairs -> {field: typed value}; errors name the flag and the known fields."""
+    from hdet_hf.config import HDETConfig
+
+    fields = {f.name: f for f in __import__("dataclasses").fields(HDETConfig)}
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(unknown):
+        flag = unknown[i]
+        name = flag[len("--hdet_") :].split("=", 1)[0] if flag.startswith("--hdet_") else None
+        if name is None or name not in fields:
+            known = ", ".join(f"--hdet_{n}" for n in fields)
+            raise SystemExit(
+                f"benchmark_quality.py: unknown argument {flag!r}. Besides its own flags it passes on "
+                f"--hdet_<field> VALUE for fields of this hdet_hf's HDETConfig: {known}."
+            )
+        if "=" in flag:
+            value = flag.split("=", 1)[1]
+            i += 1
+        else:
+            if i + 1 >= len(unknown):
+                raise SystemExit(f"benchmark_quality.py: {flag} needs a value.")
+            value = unknown[i + 1]
+            i += 2
+        kind = str(fields[name].type)
+        if kind == "bool":
+            out[name] = value.lower() in ("1", "true", "yes")
+        elif kind == "int":
+            out[name] = int(value)
+        elif kind == "float":
+            out[name] = float(value)
+        else:
+            out[name] = value
+    return out
+
+
+# --------------------------------------------------------------------------------------------- worker
+def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
+    """Runs inside torchrun: every config in sequence; rank 0 appends one JSON line per finished config."""
+    os.environ.setdefault("ACCELERATE_USE_CPU", "true")
+    import torch.distributed as dist
+    import transformers
+    from torch.optim.lr_scheduler import OneCycleLR
+
+    from hdet_hf import HDETTrainer, HDETTrainingArguments
+    from hdet_hf.config import HDETConfig
+    from hdet_hf.data import build_default_model, load_default_task
+    from hdet_hf.process import finish_distributed
+
+    transformers.logging.set_verbosity_error()
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out_dir = Path(args.out_dir)
+    results_path = out_dir / RESULTS_JSONL
+    supported = set(HDETConfig.field_names())
+    done = {r["name"]: r for r in read_results(results_path)} if (args.resume or args.configs) else {}
+    dist.barrier()  # every rank has read the old results before rank 0 appends
+
+    tokenizer, lm = load_default_task(block_size=args.block_size, vocab_size=args.vocab_size)
+    train_ds = lm["train"]
+    eval_ds = lm["validation"]
+    if args.eval_blocks and args.eval_blocks < len(eval_ds):
+        eval_ds = eval_ds.select(range(args.eval_blocks))
+    uniform_loss = math.log(len(tokenizer))
+    unigram_loss = unigram_cross_entropy(train_ds, eval_ds, len(tokenizer))
+
+    selected = {s.strip() for s in args.configs.split(",") if s.strip()}
+
+    def wanted(spec: RunSpec) -> bool:
+        if selected and spec.name not in selected and spec.group not in selected:
+            return False
+        return not (args.resume and spec.name in done)
+
+    def log(msg: str) -> None:
+        if rank == 0:
+            print(f"[benchmark_quality {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+    class OneCycleTrainer(transformers.Trainer):
+        """Plain DDP Trainer with exactly HDETTrainer's default base schedule (OneCycle, peak --learning_rate,
+        warm-up from --warmup_steps or 30%, div 25, final div 1e4, no momentum cycling)."""
+
+        def create_scheduler(self, num_training_steps, optimizer=None):
+            if self.lr_scheduler is None:
+                optimizer = optimizer if optimizer is not None else self.optimizer
+                warmup = self.args.get_warmup_steps(num_training_steps)
+                pct_start = warmup / num_training_steps if warmup > 0 else 0.3
+                self.lr_scheduler = OneCycleLR(
+                    optimizer,
+                    max_lr=[g["lr"] for g in optimizer.param_groups],
+                    total_steps=num_training_steps,
+                    pct_start=min(max(pct_start, 2.0 / num_training_steps), 0.99),
+                    cycle_momentum=False,
+                )
+                self._created_lr_scheduler = True
+            return self.lr_scheduler
+
+    class LRRecorder(transformers.TrainerCallback):
+        def __init__(self):
+            self.lrs: list[float] = []
+            self.trainer = None
+
+        def on_pre_optimizer_step(self, a, state, control, **kw):
+            self.lrs.append(float(self.trainer.optimizer.param_groups[0]["lr"]))
+
+    def model_overrides(setting: str) -> dict[str, int]:
+        if setting == "stability":
+            return {
+                "hidden_size": args.stability_hidden_size,
+                "num_hidden_layers": args.stability_num_hidden_layers,
+                "intermediate_size": args.stability_intermediate_size,
+                "num_attention_heads": args.num_attention_heads,
+                "num_key_value_heads": args.num_key_value_heads,
+            }
+        return {
+            "hidden_size": args.hidden_size,
+            "num_hidden_layers": args.num_hidden_layers,
+            "intermediate_size": args.intermediate_size,
+            "num_attention_heads": args.num_attention_heads,
+            "num_key_value_heads": args.num_key_value_heads,
+        }
+
+    def run(spec: RunSpec) -> dict[str, Any]:
+        steps = args.stability_steps if spec.setting == "stability" else args.max_steps
+        hdet = None
+        if spec.hdet is not None:
+            hdet = {**passthrough, **spec.hdet}
+        transformers.set_seed(args.seed)
+        model = build_default_model(tokenizer, **model_overrides(spec.setting))
+        n_params = sum(p.numel() for p in model.parameters())
+        targs = dict(
+            output_dir=os.path.join(args._work_dir, spec.name),
+            use_cpu=True,
+            report_to="none",
+            disable_tqdm=True,
+            save_strategy="no",
+            eval_strategy="no",
+            logging_strategy="no",
+            max_steps=steps,
+            per_device_train_batch_size=args.batch_size,
+            per_device_eval_batch_size=64,
+            learning_rate=spec.lr,
+            seed=args.seed,
+            data_seed=args.seed,
+            dataloader_num_workers=0,
+            warmup_steps=args.stability_warmup_steps if spec.setting == "stability" else 0,
+        )
+        if spec.setting == "stability":
+            targs["max_grad_norm"] = args.stability_max_grad_norm
+        if hdet is not None:
+            targs.update(hdet=True, **{f"hdet_{k}": v for k, v in hdet.items()})
+            trainer_cls = HDETTrainer
+        else:
+            trainer_cls = OneCycleTrainer
+        training_args = HDETTrainingArguments(**targs)
+        recorder = LRRecorder()
+        # No eval_dataset in the Trainer: --hdet_controller_signal probe would draw its probe batch from it
+        # and the controller would tune on the very blocks we score. The probe comes from train blocks.
+        trainer = trainer_cls(model=model, args=training_args, train_dataset=train_ds, callbacks=[recorder])
+        recorder.trainer = trainer
+        t0 = time.time()
+        out = trainer.train()
+        train_s = time.time() - t0
+        metrics = trainer.evaluate(eval_dataset=eval_ds)
+        wall = time.time() - t0
+        eval_loss = float(metrics.get("eval_loss", float("nan")))
+        engine = getattr(trainer, "hdet_engine", None)
+        record: dict[str, Any] = {
+            **{k: v for k, v in asdict(spec).items() if k != "lr"},
+            "kind": "ddp" if hdet is None else "hdet",
+            "mode": "ddp" if hdet is None else hdet.get("gradient_sync", "local"),
+            "start_lr": spec.lr,
+            "eval_loss": eval_loss,
+            "perplexity": math.exp(eval_loss)
+            if math.isfinite(eval_loss) and eval_loss < 700
+            else float("inf"),
+            "train_loss": float(out.training_loss),
+            "uniform_loss": uniform_loss,
+            "unigram_loss": unigram_loss,
+            "steps": steps,
+            "warmup_steps": targs["warmup_steps"],
+            "world_size": world,
+            "params": n_params,
+            "tokens_per_step": args.batch_size * world * args.block_size,
+            "train_s": round(train_s, 1),
+            "wall_s": round(wall, 1),
+        }
+        if engine is not None:
+            base = [row[0] for row in engine.lr_per_step[:steps]]
+            scale = engine.controllers["lr"].scale
+            record.update(
+                hdet_config=engine.config.to_dict(),
+                final_scale=scale,
+                final_lr=spec.lr * scale,
+                lr_per_step=base,
+                syncs=[
+                    {
+                        "step": t["step"],
+                        "scale": t.get("scale", {}).get("lr"),
+                        "losses": t.get("losses"),
+                        "multipliers": t.get("multipliers", {}).get("lr"),
+                        "excluded": t.get("excluded_ranks"),
+                    }
+                    for t in engine.trajectory
+                ],
+                syncs_with_excluded_ranks=sum(1 for t in engine.trajectory if t.get("excluded_ranks")),
+            )
+        else:
+            record.update(final_lr=spec.lr, lr_per_step=recorder.lrs[:steps])
+        # Diverged: non-finite, or collapsed to what token frequencies alone give (Adam with clipping rarely
+        # produces NaN; a blown-up run ends at the unigram loss instead).
+        record["diverged"] = bool(
+            not math.isfinite(eval_loss) or eval_loss >= COLLAPSE_FRACTION * unigram_loss
+        )
+        del trainer, model
+        shutil.rmtree(os.path.join(args._work_dir, spec.name), ignore_errors=True)
+        return record
+
+    def execute(spec: RunSpec) -> dict[str, Any] | None:
+        if not wanted(spec):
+            return done.get(spec.name)
+        log(f"start {spec.name} (lr {spec.lr:.3g}, {spec.hdet or 'DDP'})")
+        record = run(spec)
+        if rank == 0:
+            with open(results_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(_finite_or_none(record), allow_nan=False) + "\n")
+        log(
+            f"done  {spec.name}: eval loss {record['eval_loss']:.4f}, final lr {record['final_lr']:.3g}, "
+            f"{record['wall_s']:.0f} s"
+        )
+        done[spec.name] = record
+        return record
+
+    def agree(value: Any) -> Any:
+        """Rank 0's value on every rank (decisions that depend on floats must not differ by rank)."""
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def loss_of(record: dict[str, Any] | None) -> float:
+        # The lowest finite eval loss is the best point even if it is collapsed (a smoke run trains too little).
+        if not record or record.get("eval_loss") is None or not math.isfinite(record["eval_loss"]):
+            return math.inf
+        return float(record["eval_loss"])
+
+    # ------------------------------------------------------------------ sweep (with grid extension)
+    grid = parse_lrs(args.grid)
+    extensions = 0
+    run_sweep = not selected or "sweep" in selected or any(n.startswith("ddp_lr") for n in selected)
+    while True:
+        for lr in grid:
+            spec = RunSpec(name=sweep_name(lr), group="sweep", lr=lr, controller="ddp")
+            if run_sweep:
+                execute(spec)
+        losses = {lr: loss_of(done.get(sweep_name(lr))) for lr in grid}
+        best_lr = min(grid, key=lambda x: losses[x])
+        top = grid[-1]
+        top_degraded = losses[top] >= 1.05 * losses[best_lr]
+        new = None
+        if extensions < args.max_grid_extensions and run_sweep:
+            if best_lr == grid[0] and math.isfinite(losses[best_lr]):
+                new = grid[0] / args.grid_ratio
+            elif best_lr == top or not top_degraded:
+                new = top * args.grid_ratio
+        new = agree(new)
+        if new is None:
+            break
+        log(f"extending the grid with {new:.3g} (best so far {best_lr:.3g})")
+        grid = sorted(grid + [float(f"{new:.3g}")])
+        extensions += 1
+    known_sweep = {r["start_lr"]: loss_of(r) for r in done.values() if r.get("group") == "sweep"}
+    if args.best_lr is not None:
+        best_lr = args.best_lr
+    elif known_sweep:
+        best_lr = min(known_sweep, key=lambda x: known_sweep[x])
+    else:
+        raise SystemExit("No sweep result to start HDET from: run the sweep first or pass --best_lr.")
+    best_lr = agree(best_lr)
+    log(f"best DDP LR {best_lr:.3g} (eval loss {known_sweep.get(best_lr, float('nan')):.4f})")
+
+    specs, skipped = plan_hdet(args, best_lr, supported)
+    for note in skipped:
+        log(f"skipped: {note}")
+    for spec in specs:
+        execute(spec)
+
+    # ------------------------------------------------------------------ stability
+    stab_lrs = parse_lrs(args.stability_lrs)
+    for lr in stab_lrs:
+        execute(
+            RunSpec(
+                name=sweep_name(lr, "stability"),
+                group="stability",
+                lr=lr,
+                setting="stability",
+                controller="ddp",
+            )
+        )
+    diverging = [lr for lr in stab_lrs if (done.get(sweep_name(lr, "stability")) or {}).get("diverged")]
+    hdet_lr = agree(min(diverging) if diverging else stab_lrs[-1])
+    for spec in plan_stability(args, hdet_lr):
+        execute(spec)
+    finish_distributed()
+
+
+# --------------------------------------------------------------------------------------------- report
+def unigram_cross_entropy(train_ds: Any, eval_ds: Any, vocab_size: int) -> float:
+    """Cross-entropy of the validation tokens under the train set's (add-one smoothed) unigram distribution."""
+    counts = [1] * vocab_size
+    for ids in train_ds["input_ids"]:
+        for t in ids:
+            counts[t] += 1
+    total = sum(counts)
+    nll, n = 0.0, 0
+    for ids in eval_ds["input_ids"]:
+        for t in ids[1:]:
+            nll -= math.log(counts[t] / total)
+            n += 1
+    return nll / max(n, 1)
+
+
+@functools.cache
+def one_cycle_shape(steps: int, warmup_steps: int = 0) -> tuple[float, ...]:
+    """HDETTrainer's OneCycle base schedule with peak 1 (what every run's LR follows before the controller)."""
+    import torch
+
+    pct = warmup_steps / steps if warmup_steps > 0 else 0.3
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=1.0, total_steps=steps, pct_start=min(max(pct, 2.0 / steps), 0.99), cycle_momentum=False
+    )
+    values = []
+    for _ in range(steps):
+        values.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return tuple(values)
+
+
+def effective_peak_lr(r: dict[str, Any]) -> float:
+    """The OneCycle peak with the same total LR (sum over steps) as the run's base LR: start LR for a run
+    whose controller did not act. Unlike the final LR it is not dominated by the last, tiny-LR syncs."""
+    lrs = r.get("lr_per_step") or []
+    if not lrs:
+        return float("nan")
+    warmup = r.get("warmup_steps", 0) or 0
+    shape = one_cycle_shape(len(lrs), warmup)
+    return sum(x for x in lrs if x is not None) / sum(shape)
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """The last record of each config name in a results.jsonl (later lines replace earlier ones)."""
+    if not path.is_file():
+        return []
+    by_name: dict[str, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line:
+            record = json.loads(line)
+            by_name.pop(record["name"], None)
+            by_name[record["name"]] = record
+    return list(by_name.values())
+
+
+def _finite_or_none(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_none(v) for v in obj]
+    return obj
+
+
+def _rounded(obj: Any, digits: int = 6) -> Any:
+    """Floats to ``digits`` significant digits (keeps results.json readable and small)."""
+    if isinstance(obj, float) and math.isfinite(obj):
+        return float(f"{obj:.{digits}g}")
+    if isinstance(obj, dict):
+        return {k: _rounded(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_rounded(v, digits) for v in obj]
+    return obj
+
+
+def _num(x: Any) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def best_sweep(records: list[dict[str, Any]], setting: str = "main") -> dict[str, Any] | None:
+    sweep = [
+        r
+        for r in records
+        if r.get("kind") == "ddp" and r.get("setting") == setting and r.get("eval_loss") is not None
+    ]
+    return min(sweep, key=lambda r: r["eval_loss"]) if sweep else None
+
+
+def controller_label(r: dict[str, Any]) -> str:
+    if r.get("kind") == "ddp":
+        return "-"
+    label = r.get("controller", "")
+    return f"{label} ({r['note']})" if r.get("note") else label
+
+
+def table_rows(records: list[dict[str, Any]]) -> list[dict[str, str]]:
+    rows = []
+    best = {s: best_sweep(records, s) for s in ("main", "stability")}
+    order = {g: i for i, g in enumerate(GROUPS)}
+    records = sorted(
+        records,
+        key=lambda r: (
+            r.get("setting") != "main",
+            order.get(r.get("group"), 9),
+            r.get("kind") != "ddp",
+            r["name"] if r.get("kind") != "ddp" else f"{r['start_lr']:020.10f}",
+        ),
+    )
+    for r in records:
+        ref = best.get(r.get("setting", "main"))
+        loss = _num(r.get("eval_loss"))
+        ratio = loss / ref["eval_loss"] if ref and math.isfinite(loss) else float("nan")
+        if not r.get("diverged"):
+            diverged = "no"
+        elif math.isfinite(loss):
+            diverged = "yes (collapsed to unigram)"
+        else:
+            diverged = "yes (non-finite)"
+        if r.get("syncs_with_excluded_ranks"):
+            diverged += f" ({r['syncs_with_excluded_ranks']} syncs excluded a rank)"
+        rows.append(
+            {
+                "config": r["name"],
+                "setting": r.get("setting", "main"),
+                "mode": r.get("mode", ""),
+                "controller": controller_label(r),
+                "start LR": f"{r['start_lr']:.3g}",
+                "final LR": f"{_num(r.get('final_lr')):.3g}",
+                "eff. peak LR": f"{effective_peak_lr(r):.3g}",
+                "eval loss": f"{loss:.4f}",
+                "perplexity": f"{_num(r.get('perplexity')):.2f}",
+                "vs best DDP": f"{ratio:.3f}",
+                "diverged?": diverged,
+            }
+        )
+    return rows
+
+
+def markdown_table(rows: list[dict[str, str]]) -> str:
+    lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+    for row in rows:
+        lines.append("| " + " | ".join(row[c] for c in TABLE_COLUMNS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(out_dir: Path, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """results.md, results.json, quality.png, lr_curves.png from results.jsonl. Returns the json content."""
+    records = read_results(out_dir / RESULTS_JSONL)
+    if not records:
+        raise SystemExit(f"No results in {out_dir / RESULTS_JSONL}; run the benchmark first.")
+    meta_path = out_dir / "results.json"
+    old_meta = {}
+    if meta is None and meta_path.is_file():
+        old_meta = json.loads(meta_path.read_text(encoding="utf-8")).get("meta", {})
+    rows = table_rows(records)
+    best = best_sweep(records)
+    targets = evaluate_targets(records)
+    content = {
+        "meta": meta or old_meta,
+        "best_sweep": {"name": best["name"], "lr": best["start_lr"], "eval_loss": best["eval_loss"]}
+        if best
+        else None,
+        "targets": targets,
+        "table": rows,
+        "runs": records,
+    }
+    meta_path.write_text(
+        json.dumps(_rounded(_finite_or_none(content)), indent=1, allow_nan=False) + "\n", encoding="utf-8"
+    )
+    md = ["# Quality benchmark results\n"]
+    m = content["meta"]
+    if m:
+        md.append(
+            f"Command: `{m.get('command', '')}`  \nDate: {m.get('date', '')}  \nMachine: {m.get('machine', '')}  \n"
+            f"Wall time: {m.get('wall_s', 'n/a')} s\n"
+        )
+    md.append(markdown_table(rows))
+    if targets:
+        md.append("\n## Targets\n")
+        for t in targets:
+            md.append(f"- {t}\n")
+    (out_dir / "results.md").write_text("\n".join(md), encoding="utf-8")
+    plot_quality(records, out_dir / "quality.png")
+    plot_lr_curves(records, out_dir / "lr_curves.png")
+    return content
+
+
+def evaluate_targets(records: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    best = best_sweep(records)
+    if best:
+        limit = best["eval_loss"] * 1.01
+        lines.append(
+            f"best DDP point: {best['name']} eval loss {best['eval_loss']:.4f}; target <= {limit:.4f}"
+        )
+        for r in records:
+            if (
+                r.get("setting") == "main"
+                and r.get("kind") == "hdet"
+                and r.get("start") in ("low", "high")
+                and r.get("controller") not in ("fixed",)
+            ):
+                loss = _num(r.get("eval_loss"))
+                ok = math.isfinite(loss) and loss <= limit
+                lines.append(
+                    f"{r['name']}: {loss:.4f} ({loss / best['eval_loss'] - 1:+.1%} vs best) -> "
+                    f"{'MET' if ok else 'missed'}"
+                )
+    stab = [r for r in records if r.get("setting") == "stability"]
+    if stab:
+        for r in stab:
+            lines.append(
+                f"stability {r['name']} at lr {r['start_lr']:.3g}: eval loss {_num(r.get('eval_loss')):.4f}, "
+                f"{'diverged' if r.get('diverged') else 'finite'}"
+            )
+    return lines
+
+
+def _figure(ncols: int, width: float = 6.0, height: float = 4.5):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * ncols, height))
+    FigureCanvasAgg(fig)
+    return fig, [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+
+
+CONTROLLER_COLORS = {
+    "fixed": "tab:gray",
+    "auto": "tab:blue",
+    "paper": "tab:orange",
+    "tuned": "tab:purple",
+    "tuned+probe": "tab:green",
+}
+
+
+def color_key(r: dict[str, Any]) -> str:
+    """Controller label for colours: the probe-signal runs get their own colour."""
+    probe = (r.get("hdet_config") or {}).get("controller_signal") == "probe"
+    return f"{r.get('controller')}+probe" if probe else str(r.get("controller"))
+
+
+START_MARKERS = {"best": "o", "low": "s", "high": "^", "diverging": "D"}
+
+
+def plot_quality(records: list[dict[str, Any]], path: Path) -> None:
+    """Eval loss vs. peak LR: the DDP sweep as a line; HDET runs marked at their start LR, arrow to final LR."""
+    from matplotlib.lines import Line2D
+
+    settings = ["main"] + (["stability"] if any(r.get("setting") == "stability" for r in records) else [])
+    panels = [("main", "local"), ("main", "shared")] + [("stability", None)] * (len(settings) > 1)
+    fig, axes = _figure(len(panels))
+    for ax, (setting, mode) in zip(axes, panels):
+        sweep = sorted(
+            (r for r in records if r.get("kind") == "ddp" and r.get("setting") == setting),
+            key=lambda r: r["start_lr"],
+        )
+        finite = [r for r in sweep if r.get("eval_loss") is not None]
+        ref = best_sweep(records, setting)
+        cap = None
+        if finite:
+            cap = max(r["eval_loss"] for r in finite) + 0.3
+        ax.plot(
+            [r["start_lr"] for r in finite],
+            [r["eval_loss"] for r in finite],
+            "k.-",
+            label="DDP + OneCycle sweep",
+        )
+        collapsed = [r for r in finite if r.get("diverged")]
+        if collapsed:
+            ax.plot(
+                [r["start_lr"] for r in collapsed],
+                [r["eval_loss"] for r in collapsed],
+                "o",
+                mfc="none",
+                mec="tab:red",
+                ms=12,
+                label="collapsed (>= 0.98 x unigram loss)",
+            )
+        unigram = next((r.get("unigram_loss") for r in sweep if r.get("unigram_loss")), None)
+        if unigram:
+            ax.axhline(unigram, color="tab:gray", lw=0.8, ls=":", label="unigram loss")
+        for r in sweep:
+            if r not in finite and cap is not None:
+                ax.plot([r["start_lr"]], [cap], "kx", ms=10)
+                ax.annotate(
+                    "non-finite",
+                    (r["start_lr"], cap),
+                    textcoords="offset points",
+                    xytext=(0, 6),
+                    ha="center",
+                    fontsize=8,
+                )
+        if ref:
+            ax.axhline(ref["eval_loss"] * 1.01, color="tab:red", lw=0.8, ls="--", label="best DDP x 1.01")
+        runs = [
+            r
+            for r in records
+            if r.get("kind") == "hdet"
+            and r.get("setting") == setting
+            and (mode is None or r.get("mode") == mode)
+        ]
+        seen_labels = set()
+        for r in runs:
+            loss = r.get("eval_loss")
+            y = loss if loss is not None else cap
+            if y is None:
+                continue
+            color = CONTROLLER_COLORS.get(color_key(r), "tab:brown")
+            marker = START_MARKERS.get(r.get("start"), "s")
+            seen_labels.add((color_key(r), color))
+            ax.plot([r["start_lr"]], [y], marker=marker, color=color, ls="none", ms=7, alpha=0.85)
+            eff = effective_peak_lr(r)
+            if math.isfinite(eff) and abs(math.log(eff / r["start_lr"])) > 0.02:
+                ax.plot([eff], [y], marker="|", color=color, ms=12, mew=2)
+            final = r.get("final_lr")
+            if final and abs(math.log(final / r["start_lr"])) > 0.02:
+                ax.annotate(
+                    "",
+                    xy=(final, y),
+                    xytext=(r["start_lr"], y),
+                    arrowprops={"arrowstyle": "->", "color": color, "lw": 1.2},
+                )
+        ax.set_xscale("log")
+        ax.set_xlabel("peak LR (OneCycle max_lr; HDET: start -> start x final controller scale)")
+        ax.set_ylabel("eval loss")
+        title = f"{setting} setting" + (f", HDET {mode}" if mode else " (no warm-up, larger model)")
+        ax.set_title(title, fontsize=10)
+        shown = [r["eval_loss"] for r in finite + runs if r.get("eval_loss") is not None]
+        if cap is not None and shown:
+            ax.set_ylim(min(shown) - 0.05, max(cap, max(shown)) + 0.15)
+        ax.grid(True, which="both", alpha=0.3)
+        handles, _ = ax.get_legend_handles_labels()
+        handles += [
+            Line2D([], [], color=c, marker="o", ls="none", label=f"HDET {name}")
+            for name, c in sorted(seen_labels)
+        ]
+        ax.legend(handles=handles, fontsize=7, loc="best")
+    fig.suptitle(
+        "HDET runs sit at their start LR (o best, square 10x below, triangle 3x above, diamond at the "
+        "stability LR); arrows end at the final LR (start x final controller scale), | marks the effective peak LR",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(str(path), dpi=110)
+
+
+def plot_lr_curves(records: list[dict[str, Any]], path: Path) -> None:
+    """Base LR per optimizer step of the HDET runs with a controller (and the best DDP schedule for reference)."""
+    fig, axes = _figure(2)
+    best = best_sweep(records)
+    for ax, mode in zip(axes, ("local", "shared")):
+        if best and best.get("lr_per_step"):
+            ax.plot(
+                range(1, len(best["lr_per_step"]) + 1),
+                best["lr_per_step"],
+                "k--",
+                lw=1.5,
+                label=f"DDP best ({best['start_lr']:.3g})",
+            )
+        for r in records:
+            if r.get("kind") != "hdet" or r.get("mode") != mode or r.get("setting") != "main":
+                continue
+            if r.get("controller") == "fixed" or not r.get("lr_per_step"):
+                continue
+            color = CONTROLLER_COLORS.get(color_key(r), "tab:brown")
+            ls = {"low": "-", "high": ":", "best": "-."}.get(r.get("start"), "-")
+            ax.plot(
+                range(1, len(r["lr_per_step"]) + 1),
+                r["lr_per_step"],
+                color=color,
+                ls=ls,
+                lw=1,
+                label=r["name"],
+            )
+        ax.set_yscale("log")
+        # The last steps anneal to ~1e-4 of the start; show the part of the run where the LR matters.
+        body = [
+            v for line in ax.get_lines() for v in list(line.get_ydata())[: int(0.95 * len(line.get_ydata()))]
+        ]
+        body = [v for v in body if v and v > 0]
+        if body:
+            ax.set_ylim(bottom=min(body) * 0.7)
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("base LR (before the per-rank multiplier)")
+        ax.set_title(f"HDET {mode}: base LR per step (- from 10x below, : from 3x above)", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=110)
+
+
+# --------------------------------------------------------------------------------------------- launch
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def machine_info() -> str:
+    import torch
+    import transformers
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (
+        f"{cpu}, {os.cpu_count()} logical cores, Python {platform.python_version()}, torch {torch.__version__}, "
+        f"transformers {transformers.__version__}"
+    )
+
+
+def print_plan(args: argparse.Namespace) -> None:
+    from hdet_hf.config import HDETConfig
+
+    sweep = ", ".join(sweep_name(lr) for lr in parse_lrs(args.grid))
+    print(f"sweep: {sweep} (+ up to {args.max_grid_extensions} extension points)")
+    specs, skipped = plan_hdet(args, 1.0, set(HDETConfig.field_names()))
+    specs += [RunSpec(sweep_name(lr, "stability"), "stability", lr) for lr in parse_lrs(args.stability_lrs)]
+    specs += plan_stability(args, 1.0)
+    for group in GROUPS[1:]:
+        names = [s.name for s in specs if s.group == group]
+        if names:
+            print(f"{group}: {', '.join(names)}")
+    for note in skipped:
+        print(f"skipped: {note}")
+
+
+def launch(argv: list[str], args: argparse.Namespace) -> int:
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = out_dir / RESULTS_JSONL
+    if not (args.resume or args.configs) and results.exists():
+        results.replace(out_dir / (RESULTS_JSONL + ".prev"))
+    work_dir = tempfile.mkdtemp(prefix="hdet_quality_")
+    env = dict(os.environ)
+    env.update(
+        {
+            "OMP_NUM_THREADS": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+            "PYTHONUNBUFFERED": "1",
+            "CUDA_VISIBLE_DEVICES": "",
+            "ACCELERATE_USE_CPU": "true",
+            "PYTHONPATH": os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]),
+        }
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={args.num_processes}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        str(Path(__file__).resolve()),
+        *argv,
+        "--_worker",
+        "--_work_dir",
+        work_dir,
+    ]
+    t0 = time.time()
+    try:
+        rc = subprocess.call(cmd, env=env)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    wall = round(time.time() - t0, 1)
+    meta = {
+        "command": "python scripts/benchmark_quality.py " + " ".join(shlex.quote(a) for a in argv),
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "num_processes": args.num_processes,
+        "wall_s": wall,
+        "exit_code": rc,
+        "settings": {k: v for k, v in vars(args).items() if not k.startswith("_")},
+    }
+    if results.is_file():
+        write_report(out_dir, meta)
+        print(
+            f"benchmark_quality: {wall:.0f} s; wrote {out_dir}/results.md, results.json, quality.png, lr_curves.png"
+        )
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    args = resolve_defaults(args)
+    if args.plot_only:
+        write_report(Path(args.out_dir))
+        print(f"benchmark_quality: rebuilt the report in {args.out_dir}")
+        return 0
+    sys.path.insert(0, str(REPO))
+    passthrough = parse_passthrough(unknown)
+    if args.list:
+        print_plan(args)
+        return 0
+    if args._worker:
+        worker(args, passthrough)
+        return 0
+    return launch(argv, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

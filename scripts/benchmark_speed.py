@@ -1,0 +1,1295 @@
+"""Speed and memory of HDET against DDP and against no communication at all.
+
+Three measurements, each on the same models, the same per-rank batch and the same processes:
+
+1. **Optimizer-step time**, interleaved in one run: no communication (the plain model, the physical floor),
+   DDP (gradient all-reduce every step), HDET ``local`` (no gradient all-reduce, one fused converge every
+   T steps) for several T, and HDET ``shared`` (DDP + the engine). Each round runs every mode for one
+   window, the order rotates between rounds, and a barrier starts every window. HDET windows are multiples
+   of T, so the headline "mean ms/step" includes the converge amortized over T steps; the median of the
+   per-step times is reported next to it. A step's time is the slowest rank's.
+2. **Converge alone**: ``fused_average_`` (parameters + the per-rank loss/LR row in one all-reduce) against
+   one all-reduce of the parameters flattened into one buffer (PyTorch's ``average_parameters``:
+   ``torch.cat``, divide, all-reduce, copy back), against the per-tensor loop of the paper's reference code
+   (``for p in params: all_reduce(p); p.div_(N)`` plus two ``all_gather``s: losses and LRs), against the
+   bare all-reduce of a ready flat buffer (the communication floor), the full ``HDETEngine.converge``, and
+   ``fused_average_`` with bucket caps smaller than the model. Interleaved, many repetitions, median.
+3. **Peak memory** per mode (a few training steps including a converge), and the extra bytes a converge
+   allocates for several ``bucket_cap_bytes``. On CPU: the process's resident-set high-water mark
+   (``VmHWM``, reset through ``/proc/self/clear_refs``) above the resident set before the model is built,
+   with glibc told to ``mmap`` every allocation above 64 KiB so freed buffers leave the resident set. On
+   CUDA: ``torch.cuda.max_memory_allocated`` above ``memory_allocated``.
+
+Launch it plainly and it starts itself under ``torch.distributed.run`` once per ``--nprocs`` entry, or
+launch it with ``torchrun`` yourself (then ``--nprocs`` is ignored). Rank 0 prints markdown tables and
+writes ``results.json``, ``results.md`` and ``speed.png`` into ``--output_dir``.
+
+Example:
+    python scripts/benchmark_speed.py --quick                    # smoke run, well under a minute
+    python scripts/benchmark_speed.py                            # full run: 2 and 4 processes, both models
+    torchrun --nproc_per_node 8 scripts/benchmark_speed.py --device cuda --backend nccl   # untested here
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import ctypes
+import datetime
+import gc
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import transformers
+from torch.nn.parallel import DistributedDataParallel
+
+from hdet_hf import HDETConfig
+from hdet_hf.collectives import fused_average_, iter_buckets
+from hdet_hf.data import DEFAULT_MODEL_CONFIG_PATH
+from hdet_hf.engine import HDETEngine
+from hdet_hf.process import finish_distributed
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Llama shapes (random init, tied embeddings, as hdet_hf/model_configs/tiny_llama.json otherwise).
+MODELS: dict[str, dict[str, int]] = {
+    # 988,288 parameters
+    "small": {
+        "vocab_size": 2048,
+        "hidden_size": 128,
+        "intermediate_size": 344,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    },
+    # 21,600,768 parameters
+    "large": {
+        "vocab_size": 8192,
+        "hidden_size": 512,
+        "intermediate_size": 1376,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+    },
+}
+
+# Run length per preset; any flag given explicitly wins over its preset.
+PRESETS: dict[str, dict[str, Any]] = {
+    "full": {
+        "nprocs": "2,4",
+        "models": "small,large",
+        "sync_intervals": "10,50,200",
+        "reference_sync_interval": 50,
+        "window": 50,
+        "rounds": 3,
+        "warmup_steps": 3,
+        "converge_reps": 40,
+    },
+    "quick": {
+        "nprocs": "2",
+        "models": "small",
+        "sync_intervals": "2,5,10",
+        "reference_sync_interval": 5,
+        "window": 10,
+        "rounds": 2,
+        "warmup_steps": 2,
+        "converge_reps": 5,
+    },
+}
+
+TARGETS = {
+    "local_vs_nocomm_max": 1.02,
+    "ddp_vs_local_min": 2.0,
+    "fused_vs_flat_max": 1.10,
+    "per_tensor_vs_fused_min": 3.0,
+}
+
+STEP_COLUMNS = [
+    "model",
+    "params",
+    "nproc",
+    "mode",
+    "sync_interval",
+    "steps",
+    "mean_ms",
+    "median_ms",
+    "mean_vs_nocomm",
+    "median_vs_nocomm",
+]
+CONVERGE_COLUMNS = [
+    "model",
+    "nproc",
+    "variant",
+    "bucket_cap_mib",
+    "buckets",
+    "median_ms",
+    "min_ms",
+    "vs_flat",
+]
+MEMORY_COLUMNS = ["model", "nproc", "mode", "peak_mib", "vs_ddp"]
+CONVERGE_MEMORY_COLUMNS = [
+    "model",
+    "nproc",
+    "bucket_cap_mib",
+    "buckets",
+    "measured_extra_mib",
+    "predicted_extra_mib",
+    "one_bucket_live_mib",
+]
+
+MIB = 2**20
+BIG_RUN = 10**9  # total_steps for engines that must never hit their "last step" converge
+
+
+# --------------------------------------------------------------------------------------------- arguments
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Defaults come from the full preset (or --quick); a flag given explicitly overrides its preset.",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="Smoke run: small model, 2 processes, short windows."
+    )
+    parser.add_argument(
+        "--nprocs",
+        help="Comma-separated process counts to launch, one torch.distributed.run each (full: 2,4; quick: 2). "
+        "Ignored when the script is already running under torchrun.",
+    )
+    parser.add_argument("--models", help=f"Comma-separated models from {sorted(MODELS)} (full: small,large).")
+    parser.add_argument("--sync_intervals", help="Comma-separated T for HDET local (full: 10,50,200).")
+    parser.add_argument(
+        "--reference_sync_interval",
+        type=int,
+        help="T of HDET shared and of the targets (full: 50; quick: 5); added to --sync_intervals if missing.",
+    )
+    parser.add_argument(
+        "--window",
+        type=int,
+        help="Optimizer steps per mode and round (full: 50); HDET windows are rounded up to a multiple of T.",
+    )
+    parser.add_argument("--rounds", type=int, help="Interleaved rounds; the mode order rotates (full: 3).")
+    parser.add_argument("--warmup_steps", type=int, help="Untimed steps per model before the first round.")
+    parser.add_argument("--converge_reps", type=int, help="Repetitions of each converge variant (full: 40).")
+    parser.add_argument("--batch_size", type=int, default=4, help="Sequences per rank and step (default 4).")
+    parser.add_argument("--seq_len", type=int, default=128, help="Tokens per sequence (default 128).")
+    parser.add_argument("--lr", type=float, default=1e-4, help="AdamW base LR (no effect on speed).")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cpu (tested) or cuda.")
+    parser.add_argument(
+        "--backend",
+        choices=["gloo", "nccl"],
+        help="Process-group backend (default gloo on cpu, nccl on cuda; cuda/nccl is untested on the CPU-only "
+        "machine these benchmarks were recorded on).",
+    )
+    parser.add_argument(
+        "--threads_per_proc",
+        type=int,
+        help="torch threads per process (default: usable cores // processes, at least 1).",
+    )
+    parser.add_argument(
+        "--skip_memory",
+        action="store_true",
+        help="Skip the peak-memory measurements (they build extra models).",
+    )
+    parser.add_argument(
+        "--output_dir",
+        default=str(REPO_ROOT / "benchmarks" / "speed"),
+        help="Where rank 0 writes results.json, results.md and speed.png (default benchmarks/speed/).",
+    )
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="Merge into the results.json already in --output_dir: its runs with other process counts are kept, "
+        "so the 2- and 4-process runs can be made at different times (models, T, batch and device must match).",
+    )
+    # Launcher -> worker: the file where rank 0 leaves its part of the results.
+    parser.add_argument("--part_file", help=argparse.SUPPRESS)
+    return parser
+
+
+def resolve_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
+    preset = PRESETS["quick" if args.quick else "full"]
+    for key, value in preset.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    args.nprocs = _int_list("--nprocs", args.nprocs)
+    args.models = [m.strip() for m in str(args.models).split(",") if m.strip()]
+    unknown = [m for m in args.models if m not in MODELS]
+    if unknown or not args.models:
+        raise SystemExit(f"--models must name models from {sorted(MODELS)}, but got {args.models!r}")
+    args.sync_intervals = sorted(set(_int_list("--sync_intervals", args.sync_intervals)))
+    if args.reference_sync_interval not in args.sync_intervals:
+        args.sync_intervals = sorted({*args.sync_intervals, args.reference_sync_interval})
+    for name in ("reference_sync_interval", "window", "rounds", "converge_reps", "batch_size", "seq_len"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"--{name} must be a positive integer, but got {getattr(args, name)!r}")
+    if args.warmup_steps < 0:
+        raise SystemExit(f"--warmup_steps must be >= 0, but got {args.warmup_steps!r}")
+    if args.backend is None:
+        args.backend = "nccl" if args.device == "cuda" else "gloo"
+    if any(n < 2 for n in args.nprocs):
+        raise SystemExit(
+            f"--nprocs needs 2 or more processes each (there is nothing to average on 1): {args.nprocs}"
+        )
+    return args
+
+
+def _int_list(flag: str, value: Any) -> list[int]:
+    try:
+        out = [int(x) for x in str(value).split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(
+            f"{flag} must be comma-separated integers, e.g. 10,50,200, but got {value!r}"
+        ) from None
+    if not out or any(x < 1 for x in out):
+        raise SystemExit(f"{flag} must be comma-separated positive integers, but got {value!r}")
+    return out
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def default_threads(nproc: int) -> int:
+    return max(1, usable_cores() // nproc)
+
+
+# ------------------------------------------------------------------------------------------------ models
+def build_model(name: str, seq_len: int) -> transformers.LlamaForCausalLM:
+    """A random Llama of shape ``MODELS[name]``, identical on every rank (fixed seed)."""
+    with open(DEFAULT_MODEL_CONFIG_PATH, encoding="utf-8") as f:
+        config_dict = json.load(f)
+    config_dict.update(MODELS[name])
+    config_dict["max_position_embeddings"] = max(seq_len, config_dict["max_position_embeddings"])
+    config_dict["use_cache"] = False
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig.from_dict(config_dict))
+
+
+def count_params(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def rank_batch(
+    vocab_size: int, batch_size: int, seq_len: int, rank: int, device: torch.device
+) -> torch.Tensor:
+    """This rank's fixed batch (its own shard): the same tokens at every step and in every mode."""
+    g = torch.Generator().manual_seed(1234 + rank)
+    return torch.randint(4, vocab_size, (batch_size, seq_len), generator=g).to(device)
+
+
+# ----------------------------------------------------------------------------------------- distributed
+class Dist:
+    """The process group and device of this worker, with the few collective helpers the timings need."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        if args.device == "cuda":
+            if not torch.cuda.is_available():
+                raise SystemExit("--device cuda was given but torch.cuda.is_available() is False")
+            torch.cuda.set_device(self.local_rank)
+            self.device = torch.device("cuda", self.local_rank)
+        else:
+            self.device = torch.device("cpu")
+        dist.init_process_group(backend=args.backend)
+        self.rank = dist.get_rank()
+        self.world = dist.get_world_size()
+        self.local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(self.world)))
+        self.threads = args.threads_per_proc or default_threads(self.local_world)
+        torch.set_num_threads(self.threads)
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def max_over_ranks(self, values: Sequence[float]) -> list[float]:
+        t = torch.tensor(list(values), dtype=torch.float64, device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return t.cpu().tolist()
+
+    def mean_over_ranks(self, value: float) -> float:
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
+        dist.all_reduce(t)
+        return float(t) / self.world
+
+    def log(self, message: str) -> None:
+        if self.rank == 0:
+            print(message, flush=True)
+
+
+# ------------------------------------------------------------------------------------------ step timing
+def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: torch.Tensor) -> torch.Tensor:
+    loss = model(input_ids=batch, labels=batch).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss
+
+
+def _engine_step(
+    engine: HDETEngine,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: torch.Tensor,
+    lr: float,
+) -> None:
+    # The documented per-step protocol: add_loss, optimizer.step, end_step (converges on the grid), apply_lr.
+    loss = model(input_ids=batch, labels=batch).loss
+    loss.backward()
+    engine.add_loss(loss)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    engine.end_step()
+    engine.apply_lr([lr])
+
+
+def _new_engine(
+    sync_interval: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    gradient_sync: str,
+    lr: float,
+) -> HDETEngine:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sync_interval=1 warns that it explores little; irrelevant here
+        config = HDETConfig(sync_interval=sync_interval, lr_spread=0.5, gradient_sync=gradient_sync)
+        engine = HDETEngine(config, model, optimizer, total_steps=BIG_RUN)
+    engine.apply_lr([lr])
+    return engine
+
+
+def time_window(d: Dist, step_fn: Callable[[], Any], n_steps: int) -> tuple[float, list[float], float]:
+    """Run ``n_steps`` after a barrier.
+
+    Returns the window's and each step's seconds (the slowest rank's), and the CPU seconds the processes used
+    in the window, averaged over ranks (all threads, gloo's included): CPU seconds / window seconds near
+    cores-per-process means the machine was ours; much lower means other work took the cores.
+    """
+    dist.barrier()
+    times = [0.0] * n_steps
+    cpu0 = time.process_time()
+    start = time.perf_counter()
+    for i in range(n_steps):
+        t0 = time.perf_counter()
+        step_fn()
+        d.sync()
+        times[i] = time.perf_counter() - t0
+    total = time.perf_counter() - start
+    cpu = time.process_time() - cpu0
+    worst = d.max_over_ranks([total, *times])
+    return worst[0], worst[1:], d.mean_over_ranks(cpu)
+
+
+def bench_steps(d: Dist, args: argparse.Namespace, name: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    plain = build_model(name, args.seq_len).to(d.device)
+    n_params = count_params(plain)
+    wrapped = DistributedDataParallel(
+        copy.deepcopy(plain), device_ids=[d.local_rank] if d.device.type == "cuda" else None
+    )
+    opt_plain = torch.optim.AdamW(plain.parameters(), lr=args.lr)
+    opt_ddp = torch.optim.AdamW(wrapped.parameters(), lr=args.lr)
+    batch = rank_batch(MODELS[name]["vocab_size"], args.batch_size, args.seq_len, d.rank, d.device)
+    lr = args.lr
+
+    # Warm-up (allocations, DDP's bucket rebuild after its first iteration, gloo connections), then one converge
+    # per model, before the engines that are timed exist, so their step counters start on the grid.
+    for _ in range(args.warmup_steps):
+        _step(plain, opt_plain, batch)
+        _step(wrapped, opt_ddp, batch)
+    with torch.no_grad():
+        for model in (plain, wrapped.module):
+            fused_average_([p.data for p in model.parameters()], torch.zeros(2), d.rank, d.world)
+    d.sync()
+
+    modes: list[tuple[str, int | None, Callable[[], Any]]] = [
+        ("nocomm", None, lambda: _step(plain, opt_plain, batch)),
+        ("ddp", None, lambda: _step(wrapped, opt_ddp, batch)),
+    ]
+    for t in args.sync_intervals:
+        engine = _new_engine(t, plain, opt_plain, "local", lr)
+        modes.append(("local", t, lambda e=engine: _engine_step(e, plain, opt_plain, batch, lr)))
+    shared = _new_engine(args.reference_sync_interval, wrapped.module, opt_ddp, "shared", lr)
+    modes.append(
+        ("shared", args.reference_sync_interval, lambda: _engine_step(shared, wrapped, opt_ddp, batch, lr))
+    )
+
+    def window_steps(t: int | None) -> int:
+        return args.window if t is None else math.ceil(args.window / t) * t
+
+    record: dict[tuple[str, int | None], dict[str, list]] = {
+        (m, t): {"totals": [], "steps": [], "times": [], "cpu": []} for m, t, _ in modes
+    }
+    started = time.perf_counter()
+    for r in range(args.rounds):
+        shift = r % len(modes)
+        order = modes[shift:] + modes[:shift]
+        for mode, t, fn in order:
+            n = window_steps(t)
+            total, times, cpu = time_window(d, fn, n)
+            rec = record[(mode, t)]
+            rec["cpu"].append(cpu)
+            rec["totals"].append(total)
+            rec["steps"].append(n)
+            rec["times"].extend(times)
+        d.log(
+            f"  [{name}, {d.world} procs] round {r + 1}/{args.rounds} done "
+            f"({time.perf_counter() - started:.0f} s, order {[_label(m, t) for m, t, _ in order]})"
+        )
+
+    rows = []
+    for mode, t, _ in modes:
+        rec = record[(mode, t)]
+        row = {
+            "model": name,
+            "params": n_params,
+            "nproc": d.world,
+            "threads_per_proc": d.threads,
+            "mode": mode,
+            "sync_interval": t,
+            "window_steps": window_steps(t),
+            "steps": sum(rec["steps"]),
+            "mean_ms": 1000 * sum(rec["totals"]) / sum(rec["steps"]),
+            "median_ms": 1000 * statistics.median(rec["times"]),
+            "p90_ms": 1000 * _quantile(rec["times"], 0.9),
+            "window_mean_ms": [1000 * tot / n for tot, n in zip(rec["totals"], rec["steps"])],
+            "cpu_share": sum(rec["cpu"]) / sum(rec["totals"]),
+        }
+        if t is not None:
+            # Steps that ended in a converge (the last of every T) vs the others.
+            conv = [x for i, x in enumerate(rec["times"]) if (i + 1) % t == 0]
+            other = [x for i, x in enumerate(rec["times"]) if (i + 1) % t != 0]
+            row["median_converge_step_ms"] = 1000 * statistics.median(conv)
+            row["median_other_step_ms"] = 1000 * statistics.median(other) if other else None
+        rows.append(row)
+    base = next(r for r in rows if r["mode"] == "nocomm")
+    for row in rows:
+        row["mean_vs_nocomm"] = row["mean_ms"] / base["mean_ms"]
+        row["median_vs_nocomm"] = row["median_ms"] / base["median_ms"]
+    return rows, {"plain": plain, "optimizer": opt_plain}
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def _label(mode: str, t: int | None) -> str:
+    return mode if t is None else f"{mode} T={t}"
+
+
+# -------------------------------------------------------------------------------------- converge alone
+def _flat_average_(tensors: Sequence[torch.Tensor], world: int) -> None:
+    """PyTorch's ``average_parameters`` (cat, divide, one all-reduce), copying back instead of rebinding."""
+    flat = torch.cat([t.reshape(-1) for t in tensors])
+    flat.div_(world)
+    dist.all_reduce(flat)
+    offset = 0
+    for t in tensors:
+        n = t.numel()
+        t.copy_(flat[offset : offset + n].view_as(t))
+        offset += n
+
+
+def _per_tensor_average_(
+    tensors: Sequence[torch.Tensor], world: int, loss: torch.Tensor, lrs: torch.Tensor
+) -> None:
+    """The paper's reference loop: one all-reduce per tensor, then all-gathers of the losses and the LRs."""
+    for t in tensors:
+        dist.all_reduce(t)
+        t.div_(world)
+    losses = [torch.empty_like(loss) for _ in range(world)]
+    dist.all_gather(losses, loss)
+    gathered_lrs = [torch.empty_like(lrs) for _ in range(world)]
+    dist.all_gather(gathered_lrs, lrs)
+
+
+def _fused_reused_buffer_(
+    tensors: Sequence[torch.Tensor], stats_row: torch.Tensor, rank: int, world: int, workspace: torch.Tensor
+) -> None:
+    """``fused_average_``'s one-bucket path, but into a buffer kept between converges (a proposed library change).
+
+    On CPU, PyTorch has no caching allocator: a buffer this large is a fresh ``mmap`` on every converge, and the
+    first write to each 4 KiB page faults. Reusing the buffer removes that cost (and keeps its memory).
+    """
+    numel = sum(t.numel() for t in tensors)
+    k = stats_row.numel()
+    torch.cat([t.reshape(-1) for t in tensors], out=workspace[:numel])
+    block = workspace[numel:].view(world, k + 1)
+    block.zero_()
+    block[rank, :k] = stats_row.to(workspace.dtype)
+    block[rank, k] = 1.0
+    dist.all_reduce(workspace)
+    contributors = int(round(float(block[:, k].sum())))
+    values = workspace[:numel]
+    values.div_(contributors)
+    offset = 0
+    for t in tensors:
+        n = t.numel()
+        t.copy_(values[offset : offset + n].view_as(t))
+        offset += n
+
+
+def bucket_layout(tensors: Sequence[torch.Tensor], cap: int, world: int, stats_k: int = 2) -> list[int]:
+    """Bytes of each flat buffer ``fused_average_`` allocates (float32 tensors; the stats block rides bucket 0)."""
+    sizes = []
+    for i, bucket in enumerate(iter_buckets(tensors, cap, 4)):
+        numel = sum(tensors[j].numel() for j in bucket)
+        sizes.append(4 * (numel + (world * (stats_k + 1) if i == 0 else 0)))
+    return sizes
+
+
+def converge_caps(model_bytes: int) -> list[int]:
+    """The default cap (one bucket here) and caps of a quarter and a sixteenth of the model."""
+    default = int(HDETConfig().bucket_size_mb * MIB)
+    return [default, max(1, model_bytes // 4), max(1, model_bytes // 16)]
+
+
+def bench_converge(
+    d: Dist, args: argparse.Namespace, name: str, plain: torch.nn.Module, optimizer: torch.optim.Optimizer
+) -> list[dict[str, Any]]:
+    tensors = [p.data for p in plain.parameters()]
+    numel = sum(t.numel() for t in tensors)
+    model_bytes = 4 * numel
+    row = torch.tensor([2.5, 1.0], dtype=torch.float64)
+    loss = torch.tensor([2.5], device=d.device)
+    lrs = torch.tensor([args.lr], device=d.device)
+    ready = torch.zeros(numel, device=d.device)  # zeros: repeated SUM all-reduces stay finite
+    engine = _new_engine(1, plain, optimizer, "local", args.lr)
+
+    def engine_converge() -> None:
+        engine.add_loss(torch.tensor(2.5, device=d.device))
+        engine.end_step()  # sync_interval=1: a full converge (health check, fused_average_, bookkeeping)
+
+    workspace = torch.empty(numel + d.world * 3, device=d.device)
+
+    def fresh_buffer_touch() -> None:
+        torch.empty(numel, device=d.device).fill_(0.0)  # no communication: allocating + first write only
+
+    def fused(cap: int) -> Callable[[], Any]:
+        return lambda: fused_average_(tensors, row, d.rank, d.world, bucket_cap_bytes=cap)
+
+    default_cap, quarter, sixteenth = converge_caps(model_bytes)
+    variants: list[tuple[str, int | None, Callable[[], Any]]] = [
+        ("fresh_buffer_touch", None, fresh_buffer_touch),
+        ("allreduce_only", None, lambda: dist.all_reduce(ready)),
+        ("flat", None, lambda: _flat_average_(tensors, d.world)),
+        ("fused", default_cap, fused(default_cap)),
+        (
+            "fused_reused_buffer",
+            None,
+            lambda: _fused_reused_buffer_(tensors, row, d.rank, d.world, workspace),
+        ),
+        ("fused_cap_1/4", quarter, fused(quarter)),
+        ("fused_cap_1/16", sixteenth, fused(sixteenth)),
+        ("engine_converge", engine.bucket_cap_bytes, engine_converge),
+        ("per_tensor", None, lambda: _per_tensor_average_(tensors, d.world, loss, lrs)),
+    ]
+    times: dict[str, list[float]] = {v: [] for v, _, _ in variants}
+    with torch.no_grad():
+        for _, _, fn in variants:  # warm-up
+            fn()
+        for rep in range(args.converge_reps):
+            shift = rep % len(variants)
+            for label, _, fn in variants[shift:] + variants[:shift]:
+                dist.barrier()
+                t0 = time.perf_counter()
+                fn()
+                d.sync()
+                times[label].append(time.perf_counter() - t0)
+    rows = []
+    for label, cap, _ in variants:
+        worst = d.max_over_ranks(times[label])
+        rows.append(
+            {
+                "model": name,
+                "nproc": d.world,
+                "variant": label,
+                "bucket_cap_mib": None if cap is None else cap / MIB,
+                "buckets": 1 if cap is None else len(bucket_layout(tensors, cap, d.world)),
+                "median_ms": 1000 * statistics.median(worst),
+                "min_ms": 1000 * min(worst),
+                "reps": len(worst),
+            }
+        )
+    flat = next(r for r in rows if r["variant"] == "flat")
+    for r in rows:
+        r["vs_flat"] = r["median_ms"] / flat["median_ms"]
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------- memory
+class Memory:
+    """Current and peak bytes: resident set on CPU (VmHWM reset via clear_refs), the caching allocator on CUDA."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.libc = None
+        self.method = "torch.cuda.max_memory_allocated" if device.type == "cuda" else "VmHWM - VmRSS"
+        if device.type == "cpu":
+            with contextlib.suppress(OSError):
+                self.libc = ctypes.CDLL("libc.so.6")
+                # M_MMAP_THRESHOLD (-3): allocations above 64 KiB get their own mapping and leave the resident
+                # set when freed, so RSS follows live tensors (glibc otherwise keeps freed heap resident).
+                self.libc.mallopt(-3, 64 * 1024)
+            self.method += " (mmap threshold 64 KiB)" if self.libc is not None else " (glibc not found)"
+
+    @property
+    def available(self) -> bool:
+        if self.device.type == "cuda":
+            return True
+        try:
+            self.reset_peak()
+            return True
+        except OSError:
+            return False
+
+    def clean(self) -> None:
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        elif self.libc is not None:
+            self.libc.malloc_trim(0)
+
+    def current(self) -> int:
+        if self.device.type == "cuda":
+            return torch.cuda.memory_allocated(self.device)
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def reset_peak(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+
+    def peak(self) -> int:
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device)
+        with open("/proc/self/status") as f:
+            return int(re.search(r"VmHWM:\s+(\d+)\s+kB", f.read()).group(1)) * 1024
+
+
+def bench_memory(
+    d: Dist, args: argparse.Namespace, name: str, mem: Memory
+) -> dict[str, list[dict[str, Any]]]:
+    steps = 3  # the HDET modes converge on the last of these (sync_interval=steps)
+    batch = rank_batch(MODELS[name]["vocab_size"], args.batch_size, args.seq_len, d.rank, d.device)
+    device_ids = [d.local_rank] if d.device.type == "cuda" else None
+    mode_rows = []
+    for mode in ("nocomm", "ddp", "local", "shared"):
+        mem.clean()
+        dist.barrier()
+        before = mem.current()
+        mem.reset_peak()
+        model = build_model(name, args.seq_len).to(d.device)
+        inner = model
+        if mode in ("ddp", "shared"):
+            model = DistributedDataParallel(model, device_ids=device_ids)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+        engine = _new_engine(steps, inner, optimizer, mode, args.lr) if mode in ("local", "shared") else None
+        for _ in range(steps):
+            if engine is None:
+                _step(model, optimizer, batch)
+            else:
+                _engine_step(engine, model, optimizer, batch, args.lr)
+        d.sync()
+        peak = d.max_over_ranks([mem.peak() - before])[0]
+        mode_rows.append({"model": name, "nproc": d.world, "mode": mode, "peak_mib": peak / MIB})
+        del model, inner, optimizer, engine
+    ddp = next(r for r in mode_rows if r["mode"] == "ddp")
+    for r in mode_rows:
+        r["vs_ddp"] = r["peak_mib"] / ddp["peak_mib"]
+    for r in mode_rows:
+        if r["mode"] == "local":
+            r["sync_interval"] = steps
+
+    # The converge alone: what fused_average_ allocates on top of a trained model, per bucket cap.
+    model = build_model(name, args.seq_len).to(d.device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    _step(model, optimizer, batch)
+    tensors = [p.data for p in model.parameters()]
+    row = torch.tensor([2.5, 1.0], dtype=torch.float64)
+    conv_rows = []
+    for cap in converge_caps(4 * sum(t.numel() for t in tensors)):
+        layout = bucket_layout(tensors, cap, d.world)
+        measured = []
+        for _ in range(3):
+            mem.clean()
+            dist.barrier()
+            before = mem.current()
+            mem.reset_peak()
+            with torch.no_grad():
+                fused_average_(tensors, row, d.rank, d.world, bucket_cap_bytes=cap)
+            d.sync()
+            measured.append(mem.peak() - before)
+        extra = d.max_over_ranks([min(measured)])[0]
+        # The buffer of bucket i is still referenced while bucket i+1's is allocated, so two are live at once.
+        pairs = [a + b for a, b in zip(layout, layout[1:])] or layout
+        conv_rows.append(
+            {
+                "model": name,
+                "nproc": d.world,
+                "bucket_cap_mib": cap / MIB,
+                "buckets": len(layout),
+                "model_mib": 4 * sum(t.numel() for t in tensors) / MIB,
+                "measured_extra_mib": extra / MIB,
+                "predicted_extra_mib": max(pairs) / MIB,
+                "one_bucket_live_mib": max(layout) / MIB,
+            }
+        )
+    del model, optimizer, tensors
+    mem.clean()
+    return {"memory": mode_rows, "converge_memory": conv_rows}
+
+
+# ---------------------------------------------------------------------------------------------- worker
+def _loadavg() -> list[float] | None:
+    try:
+        return list(os.getloadavg())
+    except OSError:
+        return None
+
+
+def run_worker(args: argparse.Namespace) -> None:
+    d = Dist(args)
+    transformers.logging.set_verbosity_error()
+    part: dict[str, Any] = {
+        "nproc": d.world,
+        "threads_per_proc": d.threads,
+        "usable_cores_per_node": usable_cores(),
+        "oversubscribed": d.device.type == "cpu" and d.local_world * d.threads > usable_cores(),
+        "device": str(d.device.type),
+        "backend": args.backend,
+        "date": _now(),
+        "settings": run_settings(args),
+        "loadavg_start": _loadavg(),
+        "steps": [],
+        "converge": [],
+        "memory": [],
+        "converge_memory": [],
+    }
+    started = time.perf_counter()
+    d.log(
+        f"[{d.world} processes x {d.threads} thread(s), {usable_cores()} usable cores"
+        f"{', OVERSUBSCRIBED' if part['oversubscribed'] else ''}; {args.backend} on {d.device.type}]"
+    )
+    for name in args.models:
+        d.log(f"step timing: {name}")
+        rows, state = bench_steps(d, args, name)
+        part["steps"] += rows
+        d.log(f"converge alone: {name}")
+        part["converge"] += bench_converge(d, args, name, state["plain"], state["optimizer"])
+        del state
+        gc.collect()
+    if not args.skip_memory:
+        mem = Memory(d.device)
+        if mem.available:
+            part["memory_method"] = mem.method
+            for name in args.models:
+                d.log(f"memory: {name}")
+                found = bench_memory(d, args, name, mem)
+                part["memory"] += found["memory"]
+                part["converge_memory"] += found["converge_memory"]
+        else:
+            d.log("memory: /proc/self/clear_refs is not writable here; skipped")
+    part["seconds"] = time.perf_counter() - started
+    part["loadavg_end"] = _loadavg()
+    if d.rank == 0:
+        if args.part_file:
+            Path(args.part_file).write_text(json.dumps(part))
+        else:
+            part["command"] = f"torchrun --nproc_per_node {d.local_world} ... {_command_line()}"
+            write_outputs(merge_previous(args, [part], seconds=part["seconds"]), Path(args.output_dir))
+    finish_distributed()
+
+
+# -------------------------------------------------------------------------------------------- launcher
+def _command_line() -> str:
+    return " ".join(["python", os.path.relpath(__file__, Path.cwd()), *sys.argv[1:]])
+
+
+def under_torchrun() -> bool:
+    return "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def launch(args: argparse.Namespace, argv: Sequence[str]) -> None:
+    started = time.perf_counter()
+    parts = []
+    with tempfile.TemporaryDirectory(prefix="hdet_speed_") as tmp:
+        for nproc in args.nprocs:
+            part_file = Path(tmp) / f"part_{nproc}.json"
+            threads = args.threads_per_proc or default_threads(nproc)
+            env = dict(os.environ)
+            env.update(
+                {
+                    "OMP_NUM_THREADS": str(threads),
+                    "TOKENIZERS_PARALLELISM": "false",
+                    "PYTHONUNBUFFERED": "1",
+                    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+                }
+            )
+            cmd = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                f"--nproc_per_node={nproc}",
+                str(Path(__file__).resolve()),
+                *argv,
+                "--part_file",
+                str(part_file),
+            ]
+            print(f"== {nproc} processes: {' '.join(cmd[1:5])} ...", flush=True)
+            proc = subprocess.run(cmd, env=env)
+            if proc.returncode != 0 or not part_file.exists():
+                raise SystemExit(
+                    f"The {nproc}-process run failed (exit code {proc.returncode}); see its output above. "
+                    "Runs that finished before it are already in --output_dir."
+                )
+            part = json.loads(part_file.read_text())
+            part["command"] = _command_line()
+            parts.append(part)
+            # After every process count, so a later failure or interruption keeps the finished runs.
+            results = merge_previous(args, parts, seconds=time.perf_counter() - started)
+            write_outputs(results, Path(args.output_dir), quiet=nproc != args.nprocs[-1])
+
+
+def merge_previous(args: argparse.Namespace, parts: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
+    """``assemble`` this invocation's runs, after the kept runs of an earlier results.json with ``--append``."""
+    previous: list[dict[str, Any]] = []
+    path = Path(args.output_dir) / "results.json"
+    if args.append and path.exists():
+        old = json.loads(path.read_text())
+        mine = json.loads(json.dumps(comparable_settings(args)))
+        theirs = {k: old["settings"].get(k) for k in mine}
+        if mine != theirs:
+            raise SystemExit(
+                f"--append: {path} was measured with other settings ({theirs}) than this run ({mine}); "
+                "use another --output_dir or the same flags."
+            )
+        done = {p["nproc"] for p in parts}
+        previous = [p for p in old["runs"] if p["nproc"] not in done]
+        seconds += sum(p["seconds"] for p in previous)
+    return assemble(args, previous + parts, seconds=seconds, command=_command_line())
+
+
+# --------------------------------------------------------------------------------------------- results
+def _meminfo_total() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            return int(re.search(r"MemTotal:\s+(\d+)\s+kB", f.read()).group(1)) * 1024
+    except (OSError, AttributeError):
+        return None
+
+
+def comparable_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What must match for runs to share one table."""
+    return {
+        "models": {name: dict(MODELS[name]) for name in args.models},
+        "sync_intervals": args.sync_intervals,
+        "reference_sync_interval": args.reference_sync_interval,
+        "batch_size": args.batch_size,
+        "seq_len": args.seq_len,
+        "device": args.device,
+        "backend": args.backend,
+    }
+
+
+def run_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """How long one run measured (may differ between appended runs; each run records its own)."""
+    return {
+        "quick": args.quick,
+        "window": args.window,
+        "rounds": args.rounds,
+        "warmup_steps": args.warmup_steps,
+        "converge_reps": args.converge_reps,
+    }
+
+
+def _now() -> str:
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def assemble(
+    args: argparse.Namespace, parts: list[dict[str, Any]], seconds: float, command: str
+) -> dict[str, Any]:
+    ram = _meminfo_total()
+    results = {
+        "format": "hdet_speed_benchmark",
+        "version": 1,
+        "date": _now(),
+        "command": command,
+        "wall_seconds": seconds,
+        "machine": {
+            "usable_cores": usable_cores(),
+            "cpu": platform.processor() or platform.machine(),
+            "ram_gib": None if ram is None else round(ram / 2**30, 1),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "platform": platform.platform(),
+        },
+        "settings": {
+            **comparable_settings(args),
+            **run_settings(args),
+            "optimizer": "AdamW (torch defaults)",
+            "ddp": "DistributedDataParallel defaults (bucket_cap_mb=25, gradient_as_bucket_view=False)",
+            "hdet": "HDETConfig(lr_spread=0.5) defaults otherwise (bucket_size_mb=256: one bucket for these models)",
+        },
+        "runs": parts,
+        "steps": [r for p in parts for r in p["steps"]],
+        "converge": [r for p in parts for r in p["converge"]],
+        "memory": [r for p in parts for r in p["memory"]],
+        "converge_memory": [r for p in parts for r in p["converge_memory"]],
+    }
+    results["targets"] = evaluate_targets(results)
+    return results
+
+
+def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets, per (model, processes): measured ratio, threshold, met or missed by how much."""
+    ref = results["settings"]["reference_sync_interval"]
+    out = []
+    configs = sorted({(r["model"], r["nproc"]) for r in results["steps"]}, key=lambda c: (c[1], c[0]))
+    largest = max(results["steps"], key=lambda r: r["params"])["model"] if results["steps"] else None
+    for model, nproc in configs:
+        steps = {
+            (r["mode"], r["sync_interval"]): r
+            for r in results["steps"]
+            if (r["model"], r["nproc"]) == (model, nproc)
+        }
+        local, nocomm, ddp = steps.get(("local", ref)), steps[("nocomm", None)], steps[("ddp", None)]
+        if local is not None:
+            out.append(
+                _target(
+                    model,
+                    nproc,
+                    f"HDET local (T={ref}) / no-comm step",
+                    local["mean_ms"] / nocomm["mean_ms"],
+                    "<=",
+                    TARGETS["local_vs_nocomm_max"],
+                    True,
+                )
+            )
+            applies = model == largest and nproc == 2
+            out.append(
+                _target(
+                    model,
+                    nproc,
+                    f"DDP / HDET local (T={ref}) step",
+                    ddp["mean_ms"] / local["mean_ms"],
+                    ">=",
+                    TARGETS["ddp_vs_local_min"],
+                    applies,
+                )
+            )
+        conv = {r["variant"]: r for r in results["converge"] if (r["model"], r["nproc"]) == (model, nproc)}
+        if conv:
+            fused, flat, loop = conv["fused"], conv["flat"], conv["per_tensor"]
+            out.append(
+                _target(
+                    model,
+                    nproc,
+                    "fused converge / flat all-reduce",
+                    fused["median_ms"] / flat["median_ms"],
+                    "<=",
+                    TARGETS["fused_vs_flat_max"],
+                    True,
+                )
+            )
+            out.append(
+                _target(
+                    model,
+                    nproc,
+                    "per-tensor loop / fused converge",
+                    loop["median_ms"] / fused["median_ms"],
+                    ">=",
+                    TARGETS["per_tensor_vs_fused_min"],
+                    True,
+                )
+            )
+    return out
+
+
+def _target(
+    model: str, nproc: int, what: str, value: float, op: str, threshold: float, applies: bool
+) -> dict:
+    met = value <= threshold if op == "<=" else value >= threshold
+    if met:
+        verdict = "met"
+    elif op == "<=":
+        verdict = f"missed by {100 * (value / threshold - 1):.1f}%"
+    else:
+        verdict = (
+            f"missed: {value:.2f}x of the {threshold:g}x asked ({100 * (1 - value / threshold):.0f}% short)"
+        )
+    return {
+        "model": model,
+        "nproc": nproc,
+        "target": what,
+        "value": value,
+        "op": op,
+        "threshold": threshold,
+        "met": met,
+        "verdict": verdict
+        if applies
+        else f"{verdict} (info: the target is set for the >= 20M model at 2 procs)",
+        "applies": applies,
+    }
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _fmt_load(load: list[float] | None) -> str:
+    return "-" if load is None else "/".join(f"{x:.1f}" for x in load)
+
+
+def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> str:
+    head = "| " + " | ".join(title for _, title, _ in columns) + " |"
+    rule = "|" + "|".join("---" for _ in columns) + "|"
+    body = ["| " + " | ".join(_fmt(r.get(key), digits) for key, _, digits in columns) + " |" for r in rows]
+    return "\n".join([head, rule, *body])
+
+
+def render_markdown(results: dict[str, Any]) -> str:
+    m, s = results["machine"], results["settings"]
+    oversub = [p["nproc"] for p in results["runs"] if p.get("oversubscribed")]
+    lines = [
+        "# HDET speed benchmark",
+        "",
+        f"- date: {results['date']}; wall time {results['wall_seconds'] / 60:.1f} min",
+        f"- machine: {m['usable_cores']} usable cores ({m['cpu']}), {m['ram_gib']} GiB RAM, Python {m['python']}, "
+        f"torch {m['torch']}, transformers {m['transformers']}",
+        f"- batch {s['batch_size']} x {s['seq_len']} tokens per rank, AdamW, {s['device']}/{s['backend']}; "
+        f"HDET T = {', '.join(map(str, s['sync_intervals']))} (targets and shared mode at T = "
+        f"{s['reference_sync_interval']})",
+    ]
+    for p in results["runs"]:
+        rs = p.get("settings", s)
+        lines.append(
+            f"- {p['nproc']} processes x {p['threads_per_proc']} thread(s) on {p['usable_cores_per_node']} cores"
+            f"{' (oversubscribed)' if p.get('oversubscribed') else ''}: started {p.get('date', '-')}, "
+            f"{p['seconds'] / 60:.1f} min, {rs['rounds']} interleaved rounds, window {rs['window']} steps "
+            f"(HDET: a multiple of T), {rs['converge_reps']} converge repetitions; load average (1/5/15 min) at "
+            f"start {_fmt_load(p['loadavg_start'])}, at end {_fmt_load(p['loadavg_end'])}; "
+            f"command `{p.get('command', results['command'])}`"
+        )
+    if oversub:
+        lines.append(
+            f"- {', '.join(map(str, oversub))} processes oversubscribe the cores: steps are slower and "
+            "communication competes with compute for the same cores."
+        )
+    lines += [
+        "",
+        "## Optimizer-step time",
+        "",
+        "mean = window time / steps (HDET: includes the converge, amortized over T); median of per-step times; "
+        "each step's time is the slowest rank's. CPU s / s per proc: CPU time the benchmark's processes got per "
+        "second of wall time (all threads); about threads-per-process when the machine is otherwise idle, lower "
+        "when other work takes the cores.",
+        "",
+        _table(
+            results["steps"],
+            [
+                ("model", "model", 0),
+                ("params", "params", 0),
+                ("nproc", "procs", 0),
+                ("mode", "mode", 0),
+                ("sync_interval", "T", 0),
+                ("steps", "steps", 0),
+                ("mean_ms", "mean ms/step", 1),
+                ("median_ms", "median ms/step", 1),
+                ("mean_vs_nocomm", "mean vs no-comm", 3),
+                ("median_vs_nocomm", "median vs no-comm", 3),
+                ("median_converge_step_ms", "median converge step ms", 1),
+                ("cpu_share", "CPU s / s per proc", 2),
+            ],
+        ),
+        "",
+        "## Converge alone",
+        "",
+        "fresh_buffer_touch: allocate a parameter-sized buffer and write it once (no communication); "
+        "allreduce_only: one all-reduce of a ready flat buffer; flat: cat + divide + all-reduce + copy back; "
+        "fused: `fused_average_` (parameters + loss/LR row); fused_cap_1/k: the same with a bucket cap of 1/k of "
+        "the model; fused_reused_buffer: the same one-bucket fused all-reduce into a buffer kept between calls; "
+        "per_tensor: the reference loop + 2 all-gathers; engine_converge: `HDETEngine` converge (health check + "
+        "fused + bookkeeping). Each repetition's time is the slowest rank's.",
+        "",
+        _table(
+            results["converge"],
+            [
+                ("model", "model", 0),
+                ("nproc", "procs", 0),
+                ("variant", "variant", 0),
+                ("bucket_cap_mib", "bucket cap MiB", 2),
+                ("buckets", "buckets", 0),
+                ("median_ms", "median ms", 2),
+                ("min_ms", "min ms", 2),
+                ("vs_flat", "vs flat", 2),
+            ],
+        ),
+    ]
+    if results["memory"]:
+        method = next((p.get("memory_method") for p in results["runs"] if p.get("memory_method")), "")
+        lines += [
+            "",
+            "## Peak memory",
+            "",
+            f"Per process, above the state before the model is built ({method}); 3 training steps, the HDET "
+            "modes converge on the last one.",
+            "",
+            _table(
+                results["memory"],
+                [
+                    ("model", "model", 0),
+                    ("nproc", "procs", 0),
+                    ("mode", "mode", 0),
+                    ("peak_mib", "peak MiB", 1),
+                    ("vs_ddp", "vs DDP", 2),
+                ],
+            ),
+            "",
+            "Extra bytes one `fused_average_` allocates, by bucket cap (predicted: two consecutive bucket buffers "
+            "alive at once, as the current loop keeps the previous buffer referenced while allocating the next).",
+            "",
+            _table(
+                results["converge_memory"],
+                [
+                    ("model", "model", 0),
+                    ("nproc", "procs", 0),
+                    ("model_mib", "params MiB", 1),
+                    ("bucket_cap_mib", "bucket cap MiB", 2),
+                    ("buckets", "buckets", 0),
+                    ("measured_extra_mib", "measured extra MiB", 2),
+                    ("predicted_extra_mib", "predicted MiB", 2),
+                    ("one_bucket_live_mib", "largest bucket MiB", 2),
+                ],
+            ),
+        ]
+    lines += [
+        "",
+        "## Targets",
+        "",
+        _table(
+            results["targets"],
+            [
+                ("model", "model", 0),
+                ("nproc", "procs", 0),
+                ("target", "ratio", 0),
+                ("value", "measured", 3),
+                ("op", "", 0),
+                ("threshold", "target", 2),
+                ("verdict", "verdict", 0),
+            ],
+        ),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    configs = sorted({(r["model"], r["nproc"]) for r in results["steps"]}, key=lambda c: (c[1], c[0]))
+    params = {r["model"]: r["params"] for r in results["steps"]}
+    ticks = [f"{m} ({params[m] / 1e6:.1f}M)\n{n} procs" for m, n in configs]
+    fig = Figure(figsize=(13, 4.8))
+    FigureCanvasAgg(fig)
+    ax1, ax2 = fig.subplots(1, 2)
+    modes = [
+        (r["mode"], r["sync_interval"]) for r in results["steps"] if (r["model"], r["nproc"]) == configs[0]
+    ]
+    width = 0.8 / len(modes)
+    for j, (mode, t) in enumerate(modes):
+        vals = []
+        for c in configs:
+            row = next(
+                r
+                for r in results["steps"]
+                if (r["model"], r["nproc"], r["mode"], r["sync_interval"]) == (*c, mode, t)
+            )
+            vals.append(row["mean_vs_nocomm"])
+        bars = ax1.bar([i + j * width for i in range(len(configs))], vals, width, label=_label(mode, t))
+        ax1.bar_label(bars, fmt="%.2f", fontsize=6)
+    lowest = min(r["mean_vs_nocomm"] for r in results["steps"])
+    ax1.set_ylim(bottom=min(0.9, lowest - 0.05))
+    ax1.axhline(1.0, color="black", lw=0.8)
+    ax1.set_xticks([i + 0.4 - width / 2 for i in range(len(configs))], ticks)
+    ax1.set_ylabel("mean step time / no-comm (amortized; axis starts above 0)")
+    ax1.set_title("Optimizer step (lower is better)")
+    ax1.legend(fontsize=7, ncol=2)
+    variants = [r["variant"] for r in results["converge"] if (r["model"], r["nproc"]) == configs[0]]
+    width = 0.8 / max(1, len(variants))
+    for j, v in enumerate(variants):
+        vals = [
+            next(
+                (
+                    r["median_ms"]
+                    for r in results["converge"]
+                    if (r["model"], r["nproc"], r["variant"]) == (*c, v)
+                ),
+                0.0,
+            )
+            for c in configs
+        ]
+        ax2.bar([i + j * width for i in range(len(configs))], vals, width, label=v)
+    ax2.set_yscale("log")
+    ax2.set_xticks([i + 0.4 - width / 2 for i in range(len(configs))], ticks)
+    ax2.set_ylabel("median ms (log)")
+    ax2.set_title("Converge alone")
+    ax2.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def write_outputs(results: dict[str, Any], out_dir: Path, quiet: bool = False) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    markdown = render_markdown(results)
+    (out_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    (out_dir / "results.md").write_text(markdown)
+    if results["steps"]:
+        plot(results, out_dir / "speed.png")
+    if not quiet:
+        print(markdown, flush=True)
+    print(f"wrote {out_dir / 'results.json'}, results.md and speed.png", flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = resolve_args(argv)
+    if under_torchrun():
+        run_worker(args)
+    else:
+        launch(args, argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,764 @@
+"""Does the HDET controller move dropout and weight decay the right way? A controlled experiment.
+
+Two regimes on the offline stdlib-docstring task (`hdet_hf.data`), a tiny GPT-2 built from config (GPT-2,
+not Llama: Llama has attention dropout only, GPT-2 drops embeddings, residuals and attention):
+
+- ``overfit``: 128 blocks of 64 tokens (8k tokens) from one contiguous slice of the corpus (a few modules'
+  docstrings: one small domain), trained for 50 epochs. Held-out blocks come from the same slice (chunks
+  dealt 4:1:1 to train, probe and test), so the model can generalise before it memorises: held-out loss
+  falls, then rises while training loss keeps falling.
+- ``underfit``: the whole training split (8k blocks), seen less than once; probe and test are random
+  validation blocks. Every step brings new data, so regularisation can only slow learning.
+
+For each regime and hyperparameter the script measures the ground truth with fixed values, twice: with a
+plain DDP ``Trainer`` (``ddp``), and with HDET spreading nothing (``local``: local SGD, parameters averaged
+every T steps, the procedure the controller works in). Then it runs HDET with the controller on that
+hyperparameter only (``--hdet_lr_spread 0 --hdet_<name>_spread 0.5 --hdet_<name>_auto``), started from the
+middle of the grid, and records where the base value went.
+
+The controller signal is ``probe``: just before each converge every replica is scored, in eval mode (no
+dropout), on one shared batch of held-out blocks (the Trainer's ``eval_dataset``). The alternative,
+``train_loss``, compares each replica's training loss since the last converge, and that measures the wrong
+thing for a regulariser: dropout raises the training loss by construction (it is computed with units dropped),
+and weight decay and dropout both slow the fitting of the training set, which is exactly what they are for. So
+``train_loss`` pushes both down in every regime; one extra run per case shows it
+(``--controller_signals probe,train_loss``). The probe blocks and the test blocks the reported loss is measured
+on are disjoint, so the controller is never scored on the data it was tuned on.
+
+One ``torchrun`` launch runs every config in sequence (start-up is paid once). Rank 0 appends one JSON line per
+finished config to ``<out_dir>/results.jsonl``; the parent then writes ``results.json``, ``results.md`` and one
+PNG per regime (``base_<regime>.png``: base value vs. optimizer step of each HDET run, with the best fixed value
+of each ground truth).
+
+Example:
+    python scripts/hparam_direction.py --quick                  # smoke run, a few minutes on 2 cores
+    python scripts/hparam_direction.py                          # the full run (see BENCHMARKS.md)
+    python scripts/hparam_direction.py --regimes overfit --hparams dropout
+    python scripts/hparam_direction.py --report_only            # rebuild table and plots from results.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import fnmatch
+import json
+import math
+import os
+import platform
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO / "benchmarks" / "hparams"
+RESULTS_JSONL = "results.jsonl"
+REGIMES = ("overfit", "underfit")
+HPARAMS = ("dropout", "weight_decay")
+SIGNALS = ("probe", "train_loss")
+GROUND_TRUTHS = ("ddp", "local")
+# A base value that moved by less than this factor either way counts as "did not move".
+MOVE_THRESHOLD = 1.05
+
+
+# --------------------------------------------------------------------------------------------- plan
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description="Controlled experiment: fixed-value ground truth vs. the HDET controller's direction for "
+        "dropout and weight decay, in an overfitting and an underfitting regime (tiny GPT-2, stdlib docstrings).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--out_dir", default=str(DEFAULT_OUT), help="Where results, table and plots go.")
+    p.add_argument("--num_processes", type=int, default=4, help="Data-parallel ranks (2 or 4).")
+    p.add_argument("--quick", action="store_true", help="Smoke run: few steps, two grid points, probe only.")
+    p.add_argument("--regimes", default=",".join(REGIMES), help="Comma-separated subset of overfit,underfit.")
+    p.add_argument(
+        "--hparams", default=",".join(HPARAMS), help="Comma-separated subset of dropout,weight_decay."
+    )
+    p.add_argument(
+        "--controller_signals",
+        default=None,
+        help="HDET controller signals to run (full probe,train_loss; quick probe).",
+    )
+    p.add_argument(
+        "--ground_truth",
+        default=None,
+        help="Fixed-value runs: ddp (plain DDP Trainer) and/or local (HDET with no spread: local SGD, averaged "
+        "every T steps, the controller's own setting). Full ddp,local; quick ddp.",
+    )
+    p.add_argument(
+        "--configs", default="", help="Comma-separated config names or fnmatch patterns to run (see --list)."
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="Keep results.jsonl and skip configs already in it (implied by --configs).",
+    )
+    p.add_argument(
+        "--report_only", action="store_true", help="Only rebuild table/json/plots from results.jsonl."
+    )
+    p.add_argument("--list", action="store_true", help="Print the planned configs and exit.")
+    # Task and model.
+    p.add_argument(
+        "--max_steps", type=int, default=None, help="Optimizer steps per run (full 400, quick 40)."
+    )
+    p.add_argument("--block_size", type=int, default=64)
+    p.add_argument("--vocab_size", type=int, default=1024, help="BPE vocabulary of the default task.")
+    p.add_argument("--n_embd", type=int, default=64)
+    p.add_argument("--n_layer", type=int, default=2)
+    p.add_argument("--n_head", type=int, default=4)
+    p.add_argument("--batch_size", type=int, default=4, help="Per-device train batch size (blocks).")
+    p.add_argument("--learning_rate", type=float, default=3e-3, help="Peak LR (cosine, 5%% warm-up).")
+    p.add_argument(
+        "--overfit_blocks",
+        type=int,
+        default=128,
+        help="Training blocks of the overfitting regime (x block_size tokens); it also gets blocks/4 probe and "
+        "blocks/4 test blocks from the same slice of the corpus.",
+    )
+    p.add_argument(
+        "--overfit_offset", type=int, default=0, help="First train-split block of the overfit regime's slice."
+    )
+    p.add_argument(
+        "--probe_blocks",
+        type=int,
+        default=64,
+        help="underfit: validation blocks the controller's probe uses.",
+    )
+    p.add_argument(
+        "--test_blocks",
+        type=int,
+        default=192,
+        help="underfit: other validation blocks, for the reported loss.",
+    )
+    p.add_argument(
+        "--eval_points", type=int, default=8, help="Evaluations along each fixed-value run (the test curve)."
+    )
+    # Grids and HDET.
+    p.add_argument(
+        "--dropout_grid", default=None, help="Fixed dropout values (full 0,0.05,0.1,0.3; quick 0,0.3)."
+    )
+    p.add_argument("--weight_decay_grid", default=None, help="Fixed weight decays (full 0,0.3,3; quick 0,3).")
+    p.add_argument("--dropout_start", type=float, default=0.05, help="HDET's starting base dropout.")
+    p.add_argument("--weight_decay_start", type=float, default=0.3, help="HDET's starting base weight decay.")
+    p.add_argument("--spread", type=float, default=0.5, help="HDET spread of the explored hyperparameter.")
+    p.add_argument("--sync_interval", type=int, default=None, help="HDET T (full 10, quick 5).")
+    p.add_argument(
+        "--null_controls",
+        type=int,
+        default=4,
+        help="No-op scalars each HDET run also explores (same spread, controller and signal, independent "
+        "permutations): their drift is the controller's noise floor.",
+    )
+    p.add_argument("--controller_lr", type=float, default=0.5, help="--hdet_controller_lr of the HDET runs.")
+    p.add_argument("--seed", type=int, default=0, help="Model init and data order seed, same for every run.")
+    p.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--_work_dir", default="", help=argparse.SUPPRESS)
+    return p
+
+
+def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    quick = args.quick
+    defaults = {
+        "max_steps": (400, 40),
+        "sync_interval": (10, 5),
+        "controller_signals": ("probe,train_loss", "probe"),
+        "ground_truth": ("ddp,local", "ddp"),
+        "dropout_grid": ("0,0.05,0.1,0.3", "0,0.3"),
+        "weight_decay_grid": ("0,0.3,3", "0,3"),
+    }
+    for name, (full, q) in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, q if quick else full)
+    for name, allowed in (
+        ("regimes", REGIMES),
+        ("hparams", HPARAMS),
+        ("controller_signals", SIGNALS),
+        ("ground_truth", GROUND_TRUTHS),
+    ):
+        values = [v.strip() for v in getattr(args, name).split(",") if v.strip()]
+        bad = [v for v in values if v not in allowed]
+        if bad or not values:
+            raise SystemExit(
+                f"--{name} must be a comma-separated subset of {','.join(allowed)}, but got {bad or values}"
+            )
+        setattr(args, name, values)
+    if args.num_processes < 2:
+        raise SystemExit(
+            f"--num_processes must be >= 2 (HDET compares replicas), but got {args.num_processes}"
+        )
+    return args
+
+
+def grid(args: argparse.Namespace, hparam: str) -> list[float]:
+    return sorted(float(x) for x in getattr(args, f"{hparam}_grid").split(",") if x.strip())
+
+
+def plan(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every run, per regime and hyperparameter: the ground truth at fixed values (``kind`` ddp: plain DDP
+    Trainer; ``kind`` local: HDET with nothing spread, i.e. the same local SGD + averaging every T steps that
+    the controller runs in), then HDET with the controller on (``kind`` hdet), one run per signal."""
+    specs = []
+    for regime in args.regimes:
+        for hparam in args.hparams:
+            for kind in args.ground_truth:
+                for value in grid(args, hparam):
+                    specs.append(
+                        {
+                            "name": f"{regime}_{hparam}_{kind}{value:g}",
+                            "regime": regime,
+                            "hparam": hparam,
+                            "kind": kind,
+                            "value": value,
+                        }
+                    )
+            for signal in args.controller_signals:
+                specs.append(
+                    {
+                        "name": f"{regime}_{hparam}_hdet_{signal}",
+                        "regime": regime,
+                        "hparam": hparam,
+                        "kind": "hdet",
+                        "value": getattr(args, f"{hparam}_start"),
+                        "signal": signal,
+                    }
+                )
+    if args.configs:
+        patterns = [c.strip() for c in args.configs.split(",") if c.strip()]
+        specs = [s for s in specs if any(fnmatch.fnmatchcase(s["name"], p) for p in patterns)]
+    return specs
+
+
+def overfit_split(offset: int, train_blocks: int, chunk: int = 8) -> tuple[list[int], list[int], list[int]]:
+    """Block indices of the overfit regime: ``train_blocks * 3 / 2`` contiguous blocks from ``offset``, in
+    chunks of ``chunk`` dealt 4:1:1 to (train, probe, test).
+
+    Example:
+        >>> train, probe, test = overfit_split(0, 8, chunk=2)
+        >>> train, probe, test
+        ([0, 1, 2, 3, 4, 5, 6, 7], [8, 9], [10, 11])
+    """
+    if train_blocks < 4 * chunk or train_blocks % (4 * chunk):
+        raise SystemExit(
+            f"--overfit_blocks must be a positive multiple of {4 * chunk}, but got {train_blocks}"
+        )
+    parts: tuple[list[int], list[int], list[int]] = ([], [], [])
+    for i in range(train_blocks * 3 // 2 // chunk):
+        part = parts[0] if i % 6 < 4 else parts[1] if i % 6 == 4 else parts[2]
+        part.extend(range(offset + i * chunk, offset + (i + 1) * chunk))
+    return parts
+
+
+# --------------------------------------------------------------------------------------------- worker
+def worker(args: argparse.Namespace) -> None:
+    """Runs inside torchrun: every config in sequence; rank 0 appends one JSON line per finished config."""
+    os.environ.setdefault("ACCELERATE_USE_CPU", "true")
+    import torch.distributed as dist
+    import transformers
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from hdet_hf import HDETTrainer, HDETTrainingArguments
+    from hdet_hf.data import load_default_task
+    from hdet_hf.hyperparameters import Hyperparameter
+    from hdet_hf.process import finish_distributed
+
+    transformers.logging.set_verbosity_error()
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out_dir = Path(args.out_dir)
+    results_path = out_dir / RESULTS_JSONL
+    done = {r["name"] for r in read_results(results_path)} if (args.resume or args.configs) else set()
+    dist.barrier()
+
+    tokenizer, lm = load_default_task(block_size=args.block_size, vocab_size=args.vocab_size)
+    # underfit: the whole train split; probe and test are disjoint random validation blocks (the blocks follow
+    # the stdlib's file order, so they are shuffled first).
+    validation = lm["validation"].shuffle(seed=args.seed)
+    if len(validation) < args.probe_blocks + args.test_blocks:
+        raise SystemExit(
+            f"The validation split has {len(validation)} blocks of {args.block_size} tokens; --probe_blocks "
+            f"{args.probe_blocks} + --test_blocks {args.test_blocks} do not fit."
+        )
+    # overfit: one contiguous slice of the train split (a few modules' docstrings: one small domain), cut in
+    # chunks of 8 blocks dealt 4:1:1 to train, probe and test, so the held-out blocks come from the same
+    # domain as the training blocks but share no text with them (except across a chunk edge).
+    train_idx, probe_idx, test_idx = overfit_split(args.overfit_offset, args.overfit_blocks)
+    splits = {
+        "overfit": {
+            "train": lm["train"].select(train_idx),
+            "probe": lm["train"].select(probe_idx),
+            "test": lm["train"].select(test_idx),
+        },
+        "underfit": {
+            "train": lm["train"],
+            "probe": validation.select(range(args.probe_blocks)),
+            "test": validation.select(range(args.probe_blocks, args.probe_blocks + args.test_blocks)),
+        },
+    }
+
+    def log(msg: str) -> None:
+        if rank == 0:
+            print(f"[hparam_direction {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+    def run(spec: dict[str, Any]) -> dict[str, Any]:
+        hparam, kind = spec["hparam"], spec["kind"]
+        data = splits[spec["regime"]]
+        hdet = kind == "hdet"
+        dropout = spec["value"] if hparam == "dropout" else 0.0
+        weight_decay = spec["value"] if hparam == "weight_decay" else 0.0
+        transformers.set_seed(args.seed)
+        model = GPT2LMHeadModel(
+            GPT2Config(
+                vocab_size=len(tokenizer),
+                n_positions=args.block_size,
+                n_embd=args.n_embd,
+                n_layer=args.n_layer,
+                n_head=args.n_head,
+                resid_pdrop=dropout,
+                embd_pdrop=dropout,
+                attn_pdrop=dropout,
+                bos_token_id=tokenizer.bos_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+            )
+        )
+        eval_steps = max(args.max_steps // max(args.eval_points, 1), 1)
+        targs: dict[str, Any] = dict(
+            output_dir=os.path.join(args._work_dir, spec["name"]),
+            use_cpu=True,
+            report_to="none",
+            disable_tqdm=True,
+            save_strategy="no",
+            logging_strategy="steps",
+            logging_steps=eval_steps,
+            max_steps=args.max_steps,
+            per_device_train_batch_size=args.batch_size,
+            per_device_eval_batch_size=32,
+            learning_rate=args.learning_rate,
+            lr_scheduler_type="cosine",
+            warmup_steps=max(int(0.05 * args.max_steps), 1),
+            weight_decay=weight_decay,
+            seed=args.seed,
+            data_seed=args.seed,
+            dataloader_num_workers=0,
+            # Fixed runs: a held-out curve (it shows the regime). HDET runs: no mid-run evaluation, which would
+            # force extra converges; the eval_dataset is the probe set.
+            eval_strategy="no" if hdet else "steps",
+            eval_steps=eval_steps,
+        )
+        if kind in ("local", "hdet"):
+            targs.update(
+                hdet=True,
+                hdet_base_schedule="trainer",
+                hdet_lr_spread=0.0,
+                hdet_sync_interval=args.sync_interval,
+                hdet_seed=args.seed,
+            )
+        if hdet:
+            targs.update(
+                hdet_controller_signal=spec["signal"],
+                hdet_probe_size=len(data["probe"]),
+                hdet_controller_lr=args.controller_lr,
+                **{f"hdet_{hparam}_spread": args.spread, f"hdet_{hparam}_auto": True},
+            )
+        trainer = HDETTrainer(
+            model=model,
+            args=HDETTrainingArguments(**targs),
+            train_dataset=data["train"],
+            eval_dataset=data["probe"] if hdet else data["test"],
+        )
+        trainer.remove_callback(transformers.trainer_callback.PrinterCallback)
+        nulls = [f"null{i}" for i in range(args.null_controls)] if hdet else []
+        for name in nulls:
+            # No-op scalars under the same controller and signal: how far a base drifts on noise alone.
+            trainer.add_hyperparameter(
+                Hyperparameter(name, spread=args.spread, base=1.0, setter=lambda value: None, auto=True)
+            )
+        t0 = time.time()
+        out = trainer.train()
+        train_s = time.time() - t0
+        metrics = trainer.evaluate(eval_dataset=data["test"])
+        history = trainer.state.log_history
+        record: dict[str, Any] = {
+            **spec,
+            "test_loss": float(metrics["eval_loss"]),
+            "train_loss": float(out.training_loss),
+            "train_loss_curve": [(h["step"], h["loss"]) for h in history if "loss" in h],
+            "test_loss_curve": [(h["step"], h["eval_loss"]) for h in history if "eval_loss" in h],
+            "train_s": round(train_s, 1),
+            "world_size": world,
+            "train_blocks": len(data["train"]),
+            "probe_blocks": len(data["probe"]),
+            "test_blocks": len(data["test"]),
+            "epochs": args.max_steps * args.batch_size * world / len(data["train"]),
+        }
+        engine = trainer.hdet_engine
+        if engine is not None and hdet:
+            values = engine.values_per_step[hparam]
+            record.update(
+                start=values[0],
+                final=values[-1],
+                min=min(values),
+                max=max(values),
+                values_per_step=values,
+                syncs=[
+                    {
+                        "step": t["step"],
+                        "base": t["base"][hparam],
+                        "multipliers": t["multipliers"][hparam],
+                        "losses": t["losses"],
+                        "probe_losses": t["probe_losses"],
+                        "delta": t["delta"].get(hparam),
+                        "active": t["controller_active"],
+                    }
+                    for t in engine.trajectory
+                ],
+                null_ratios=[engine.values_per_step[n][-1] / engine.values_per_step[n][0] for n in nulls],
+                null_values_per_step=[engine.values_per_step[n] for n in nulls],
+            )
+        shutil.rmtree(targs["output_dir"], ignore_errors=True)
+        return record
+
+    for spec in plan(args):
+        if spec["name"] in done:
+            continue
+        log(f"start {spec['name']}")
+        record = run(spec)
+        if rank == 0:
+            with open(results_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(_finite_or_none(record), allow_nan=False) + "\n")
+        moved = f", base {record['start']:.3g} -> {record['final']:.3g}" if "final" in record else ""
+        log(f"done  {spec['name']}: test loss {record['test_loss']:.4f}{moved}, {record['train_s']:.0f} s")
+    finish_distributed()
+
+
+# --------------------------------------------------------------------------------------------- report
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """The last record of each config name in a results.jsonl."""
+    if not path.is_file():
+        return []
+    by_name: dict[str, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            record = json.loads(line)
+            by_name.pop(record["name"], None)
+            by_name[record["name"]] = record
+    return list(by_name.values())
+
+
+def _finite_or_none(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_none(v) for v in obj]
+    return obj
+
+
+def direction(ratio: float) -> str:
+    if not math.isfinite(ratio):
+        return "n/a"
+    if ratio >= MOVE_THRESHOLD:
+        return "up"
+    if ratio <= 1 / MOVE_THRESHOLD:
+        return "down"
+    return "flat"
+
+
+def _fixed(records: list[dict[str, Any]], regime: str, hparam: str, kind: str) -> list[dict[str, Any]]:
+    runs = [r for r in records if r["regime"] == regime and r["hparam"] == hparam and r["kind"] == kind]
+    return sorted(runs, key=lambda r: r["value"])
+
+
+def _truth(fixed: list[dict[str, Any]], start: float) -> tuple[float | None, str]:
+    """The best fixed value and whether it lies above or below HDET's start value."""
+    if not fixed:
+        return None, "n/a"
+    best = min(fixed, key=lambda r: r["test_loss"])["value"]
+    return best, "up" if best > start else "down" if best < start else "flat"
+
+
+def analyse(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per HDET run: each ground truth's direction vs. the controller's move.
+
+    ``right`` is judged against the local-SGD ground truth when it was measured (the training procedure the
+    controller works in), else against DDP.
+    """
+    rows = []
+    hdet = [r for r in records if r["kind"] == "hdet"]
+    for r in sorted(
+        hdet, key=lambda r: (REGIMES.index(r["regime"]), HPARAMS.index(r["hparam"]), r["signal"])
+    ):
+        start = r["value"]
+        ratio = r["final"] / r["start"] if r.get("start") else float("nan")
+        moved = direction(ratio)
+        row: dict[str, Any] = {
+            "regime": r["regime"],
+            "hparam": r["hparam"],
+            "signal": r["signal"],
+            "start": r["start"],
+            "final": r["final"],
+            "min": r["min"],
+            "max": r["max"],
+            "ratio": ratio,
+            "moved": moved,
+            "hdet_test_loss": r["test_loss"],
+        }
+        for kind in GROUND_TRUTHS:
+            fixed = _fixed(records, r["regime"], r["hparam"], kind)
+            best, truth = _truth(fixed, start)
+            row[f"{kind}_losses"] = {f"{x['value']:g}": round(x["test_loss"], 4) for x in fixed}
+            row[f"{kind}_best"] = best
+            row[f"{kind}_truth"] = truth
+        truth = row["local_truth"] if row["local_truth"] != "n/a" else row["ddp_truth"]
+        row["truth"] = truth
+        row["right"] = moved == truth if truth in ("up", "down") else None
+        # Noise floor: the largest drift of a no-op scalar under the same controller in the same run.
+        nulls = [x for x in r.get("null_ratios") or [] if x and x > 0]
+        row["null_ratios"] = nulls
+        noise = max((abs(math.log(x)) for x in nulls), default=0.0)
+        row["beyond_noise"] = bool(nulls) and math.isfinite(ratio) and abs(math.log(ratio)) > noise
+        rows.append(row)
+    return rows
+
+
+def _fmt(x: Any, spec: str = ".4f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    lines = ["# Does the HDET controller move dropout / weight decay the right way?", ""]
+    if meta:
+        lines += [
+            f"Command: `{meta.get('command', '')}`  ",
+            f"Date: {meta.get('date', '')}  ",
+            f"Machine: {meta.get('machine', '')}  ",
+            f"Wall time: {meta.get('wall_s', 'n/a')} s",
+            "",
+        ]
+    lines += [
+        "## Ground truth: held-out test loss at fixed values (final train loss in brackets)",
+        "",
+        "ddp: plain DDP Trainer. local: HDET with nothing spread (local SGD, parameters averaged every T steps),",
+        "the procedure the controller runs in.",
+        "",
+        "| regime | hyperparameter | value | epochs | ddp | local |",
+        "|---|---|---|---|---|---|",
+    ]
+    fixed = [r for r in records if r["kind"] in GROUND_TRUTHS]
+    keys = sorted(
+        {(r["regime"], r["hparam"], r["value"]) for r in fixed},
+        key=lambda k: (REGIMES.index(k[0]), HPARAMS.index(k[1]), k[2]),
+    )
+    for regime, hparam, value in keys:
+        cells, epochs = [], None
+        for kind in GROUND_TRUTHS:
+            match = [r for r in _fixed(records, regime, hparam, kind) if r["value"] == value]
+            if match:
+                r = match[0]
+                epochs = r["epochs"]
+                train = r["train_loss_curve"][-1][1] if r["train_loss_curve"] else r["train_loss"]
+                cells.append(f"{r['test_loss']:.4f} ({train:.2f})")
+            else:
+                cells.append("-")
+        lines.append(f"| {regime} | {hparam} | {value:g} | {_fmt(epochs, '.1f')} | {' | '.join(cells)} |")
+    lines += [
+        "",
+        "## HDET controller (spread 0.5 on this hyperparameter only, LR not spread)",
+        "",
+        "| regime | hyperparameter | signal | best fixed (ddp / local) | right direction (local) | HDET base "
+        "start -> final (x ratio) | min..max | moved | right? | no-op scalars' drift (noise) | beyond noise? | "
+        "HDET test loss |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        right = {True: "yes", False: "**no**", None: "n/a"}[row["right"]]
+        nulls = row["null_ratios"]
+        noise = f"x{min(nulls):.2f}..x{max(nulls):.2f}" if nulls else "-"
+        lines.append(
+            f"| {row['regime']} | {row['hparam']} | {row['signal']} | {_fmt(row['ddp_best'], 'g')} / "
+            f"{_fmt(row['local_best'], 'g')} | {row['truth']} | {row['start']:.3g} -> {row['final']:.3g} "
+            f"(x{row['ratio']:.2f}) | {row['min']:.3g}..{row['max']:.3g} | {row['moved']} | {right} | {noise} | "
+            f"{'yes' if row['beyond_noise'] else 'no'} | {row['hdet_test_loss']:.4f} |"
+        )
+    lines.append("")
+    return "\n".join(lines)
+
+
+def plot(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
+    """base_<regime>.png: the HDET base value per optimizer step, one panel per hyperparameter, with the best
+    fixed value of each ground truth."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    written = []
+    for regime in REGIMES:
+        runs = [
+            r for r in records if r["regime"] == regime and r["kind"] == "hdet" and r.get("values_per_step")
+        ]
+        if not runs:
+            continue
+        hparams = [h for h in HPARAMS if any(r["hparam"] == h for r in runs)]
+        fig = Figure(figsize=(6.0 * len(hparams), 4.2), layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(1, len(hparams), squeeze=False)[0]
+        for ax, hparam in zip(axes, hparams):
+            for i, r in enumerate(x for x in runs if x["hparam"] == hparam):
+                values = r["values_per_step"]
+                for j, null in enumerate(r.get("null_values_per_step") or []):
+                    # A no-op scalar's drift, scaled to this run's start: where noise alone would take the base.
+                    ax.plot(
+                        range(1, len(null) + 1),
+                        [values[0] * x for x in null],
+                        color=f"C{i}",
+                        lw=0.7,
+                        alpha=0.35,
+                        label=f"no-op scalars ({r['signal']}), scaled" if j == 0 else None,
+                    )
+                label = f"HDET base, {r['signal']} signal (test loss {r['test_loss']:.3f})"
+                ax.plot(range(1, len(values) + 1), values, color=f"C{i}", lw=1.8, label=label)
+            for kind, style in (("ddp", ":"), ("local", "--")):
+                fixed = _fixed(records, regime, hparam, kind)
+                if fixed:
+                    best = min(fixed, key=lambda r: r["test_loss"])
+                    ax.axhline(
+                        best["value"],
+                        color="k",
+                        ls=style,
+                        lw=1,
+                        label=f"best fixed, {kind} ({best['value']:g})",
+                    )
+            ax.set_yscale("symlog", linthresh=0.01)
+            ax.set_title(f"{regime}: base {hparam}")
+            ax.set_xlabel("optimizer step")
+            ax.set_ylabel(hparam)
+            ax.legend(fontsize="small")
+        path = out_dir / f"base_{regime}.png"
+        fig.savefig(path, dpi=110)
+        written.append(path)
+    return written
+
+
+def write_report(out_dir: Path, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    records = read_results(out_dir / RESULTS_JSONL)
+    if not records:
+        raise SystemExit(f"No results in {out_dir / RESULTS_JSONL}; run the experiment first.")
+    json_path = out_dir / "results.json"
+    if meta is None and json_path.is_file():
+        meta = json.loads(json_path.read_text(encoding="utf-8")).get("meta", {})
+    rows = analyse(records)
+    content = {"meta": meta or {}, "summary": rows, "runs": records}
+    json_path.write_text(
+        json.dumps(_finite_or_none(content), indent=1, allow_nan=False) + "\n", encoding="utf-8"
+    )
+    (out_dir / "results.md").write_text(markdown(rows, records, meta or {}), encoding="utf-8")
+    plot(records, out_dir)
+    return content
+
+
+# --------------------------------------------------------------------------------------------- launch
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def machine_info() -> str:
+    import torch
+    import transformers
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (
+        f"{cpu}, {os.cpu_count()} logical cores, Python {platform.python_version()}, torch {torch.__version__}, "
+        f"transformers {transformers.__version__}"
+    )
+
+
+def launch(argv: list[str], args: argparse.Namespace) -> int:
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = out_dir / RESULTS_JSONL
+    if not (args.resume or args.configs) and results.exists():
+        results.replace(out_dir / (RESULTS_JSONL + ".prev"))
+    work_dir = tempfile.mkdtemp(prefix="hdet_hparams_")
+    env = dict(os.environ)
+    env.update(
+        {
+            "OMP_NUM_THREADS": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+            "PYTHONUNBUFFERED": "1",
+            "CUDA_VISIBLE_DEVICES": "",
+            "ACCELERATE_USE_CPU": "true",
+            "PYTHONPATH": os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]),
+        }
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={args.num_processes}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        str(Path(__file__).resolve()),
+        *argv,
+        "--_worker",
+        "--_work_dir",
+        work_dir,
+    ]
+    t0 = time.time()
+    try:
+        rc = subprocess.call(cmd, env=env)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    wall = round(time.time() - t0, 1)
+    meta = {
+        "command": "python scripts/hparam_direction.py " + " ".join(shlex.quote(a) for a in argv),
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "num_processes": args.num_processes,
+        "wall_s": wall,
+        "exit_code": rc,
+        "settings": {k: v for k, v in vars(args).items() if not k.startswith("_")},
+    }
+    if results.is_file():
+        write_report(out_dir, meta)
+        print(f"hparam_direction: {wall:.0f} s; wrote {out_dir}/results.md, results.json, base_<regime>.png")
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = resolve_defaults(build_parser().parse_args(argv))
+    if args.report_only:
+        write_report(Path(args.out_dir))
+        print(f"hparam_direction: rebuilt the report in {args.out_dir}")
+        return 0
+    if args.list:
+        for spec in plan(args):
+            print(spec["name"])
+        return 0
+    sys.path.insert(0, str(REPO))
+    if args._worker:
+        worker(args)
+        return 0
+    return launch(argv, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
