@@ -49,6 +49,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "benchmarks" / "quality"
+QUICK_OUT = Path(tempfile.gettempdir()) / "hdet_benchmark_quality_quick"
 RESULTS_JSONL = "results.jsonl"
 
 # The paper's controller (reference OneCycleAutoLR defaults): additive, loss_scale 0.002, lr_of_lr 0.5,
@@ -104,7 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
         "flags are passed to every HDET run (a run's own setting of that field wins).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--out_dir", default=str(DEFAULT_OUT), help="Where results, table and plots go.")
+    p.add_argument(
+        "--out_dir",
+        default=None,
+        help=f"Where results, table and plots go (default {DEFAULT_OUT}; with --quick "
+        f"{QUICK_OUT}, so a smoke run never replaces the published results).",
+    )
     p.add_argument(
         "--num_processes", type=int, default=4, help="Processes (data-parallel ranks) of the launch."
     )
@@ -175,6 +181,7 @@ def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
         if getattr(args, name) is None:
             setattr(args, name, q if quick else full)
 
+    pick("out_dir", str(DEFAULT_OUT), str(QUICK_OUT))
     pick("max_steps", 300, 40)
     pick("max_grid_extensions", 3, 0)
     pick("sync_interval", 20, 10)
@@ -645,17 +652,13 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------- report
 def unigram_cross_entropy(train_ds: Any, eval_ds: Any, vocab_size: int) -> float:
     """Cross-entropy of the validation tokens under the train set's (add-one smoothed) unigram distribution."""
-    counts = [1] * vocab_size
-    for ids in train_ds["input_ids"]:
-        for t in ids:
-            counts[t] += 1
-    total = sum(counts)
-    nll, n = 0.0, 0
-    for ids in eval_ds["input_ids"]:
-        for t in ids[1:]:
-            nll -= math.log(counts[t] / total)
-            n += 1
-    return nll / max(n, 1)
+    import numpy as np
+
+    train = np.asarray(train_ds.with_format("numpy")["input_ids"]).reshape(-1)
+    counts = np.bincount(train, minlength=vocab_size).astype(np.float64) + 1.0
+    log_p = np.log(counts / counts.sum())
+    targets = np.asarray(eval_ds.with_format("numpy")["input_ids"])[:, 1:].reshape(-1)
+    return float(-log_p[targets].mean())
 
 
 @functools.cache

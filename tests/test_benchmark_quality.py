@@ -1,0 +1,97 @@
+"""scripts/benchmark_quality.py: its --help, and a --quick run on 2 processes with a tiny budget (format only)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "benchmark_quality.py"
+
+sys.path.insert(0, str(SCRIPT.parent))
+import benchmark_quality  # noqa: E402
+
+
+def test_help():
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    for flag in ("--quick", "--configs", "--plot_only", "--num_processes", "--max_steps", "--stability_lrs"):
+        assert flag in proc.stdout
+
+
+def test_unknown_hdet_flag_is_refused_with_the_known_fields():
+    with pytest.raises(SystemExit, match="--hdet_lr_spread"):
+        benchmark_quality.parse_passthrough(["--hdet_no_such_field", "1"])
+    assert benchmark_quality.parse_passthrough(["--hdet_sync_interval", "7", "--hdet_lr_spread=0.25"]) == {
+        "sync_interval": 7,
+        "lr_spread": 0.25,
+    }
+
+
+@pytest.mark.slow
+def test_quick_run_writes_table_json_and_plots(tmp_path):
+    out = tmp_path / "quality"
+    cmd = [
+        sys.executable,
+        str(SCRIPT),
+        "--quick",
+        "--num_processes",
+        "2",
+        "--max_steps",
+        "4",
+        "--sync_interval",
+        "2",
+        "--batch_size",
+        "2",
+        "--eval_blocks",
+        "8",
+        "--grid",
+        "1e-2",
+        "--configs",
+        "sweep,local_auto_low,shared_auto_high",
+        "--out_dir",
+        str(out),
+    ]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-8000:]}"
+
+    lines = (out / "results.jsonl").read_text().splitlines()
+    names = [json.loads(line)["name"] for line in lines]
+    assert names == ["ddp_lr0.01", "local_auto_low", "shared_auto_high"]
+
+    table = (out / "results.md").read_text()
+    header = next(line for line in table.splitlines() if line.startswith("| config"))
+    assert [c.strip() for c in header.strip("|").split("|")] == list(benchmark_quality.TABLE_COLUMNS)
+    for column in ("start LR", "final LR", "eval loss", "perplexity", "diverged?"):
+        assert column in header
+    assert table.count("\n| ") == 1 + len(names)  # header + one row per config
+
+    content = json.loads((out / "results.json").read_text())
+    assert set(content) >= {"meta", "best_sweep", "targets", "table", "runs"}
+    assert set(content["meta"]) >= {"command", "date", "machine", "wall_s"}
+    for run in content["runs"]:
+        assert set(run) >= {
+            "name",
+            "mode",
+            "start_lr",
+            "final_lr",
+            "eval_loss",
+            "perplexity",
+            "diverged",
+            "lr_per_step",
+        }
+        assert len(run["lr_per_step"]) == 4
+    hdet = [r for r in content["runs"] if r["kind"] == "hdet"]
+    assert {r["mode"] for r in hdet} == {"local", "shared"}
+    assert all("syncs" in r and "final_scale" in r for r in hdet)
+
+    for png in ("quality.png", "lr_curves.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # --plot_only rebuilds the same files from results.jsonl without training (in-process: no new interpreter).
+    (out / "quality.png").unlink()
+    assert benchmark_quality.main(["--plot_only", "--out_dir", str(out)]) == 0
+    assert (out / "quality.png").is_file()
