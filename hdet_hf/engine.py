@@ -293,6 +293,13 @@ class HDETEngine:
         assert hparam.base is not None
         return hparam.clip(hparam.base * self.controllers[name].scale)
 
+    def apply_base_values(self) -> None:
+        """Push the base values (no per-rank multiplier) into the model/optimizer/loss: for evaluation and the
+        final model, which are the ensemble mean."""
+        for name, hparam in self.hparams.items():
+            if not hparam.is_lr and hparam.setter is not None:
+                hparam.setter(self.base_value(name))
+
     def apply_values(self) -> None:
         """Push this rank's values of the non-LR hyperparameters into the model/optimizer/loss."""
         for name, hparam in self.hparams.items():

@@ -94,18 +94,20 @@ def dropout_hyperparameter(model: nn.Module, spread: float, auto: bool, base: fl
     to spread around: that is refused with the fix.
     """
     sites = dropout_sites(model)
+    if not sites:
+        raise ValueError(
+            f"--hdet_dropout_spread {spread}: {type(model).__name__} has no dropout modules or attention dropout "
+            "attributes, so there is no dropout to explore (--hdet_dropout_base cannot add any)."
+        )
     if base > 0:
         sites = [(module, attr, base) for module, attr, _ in sites]
     reference = max((p for _, _, p in sites), default=0.0)
     if reference == 0.0:
         raise ValueError(
             f"--hdet_dropout_spread {spread} explores nothing: {type(model).__name__} has "
-            f"{'no dropout modules' if not sites else 'dropout 0 everywhere'}, and a spread around 0 is 0. "
-            "Pass --hdet_dropout_base 0.1 to set a base dropout first"
-            + ("." if sites else ", or use a model with dropout.")
+            "dropout 0 everywhere, and a spread around 0 is 0. Pass --hdet_dropout_base 0.1 to set a base "
+            "dropout first."
         )
-    if not sites:
-        raise ValueError(f"{type(model).__name__} has no dropout to explore")
 
     def set_dropout(value: float) -> None:
         for module, attr, configured in sites:
@@ -146,7 +148,7 @@ def attention_temperature_hyperparameter(model: nn.Module, spread: float, auto: 
         raise ValueError(
             f"--hdet_attention_temperature_spread: {type(model).__name__} has no attention module with a float "
             "`scaling` attribute, so its attention temperature cannot be changed at run time. Supported: "
-            "Llama-family (Llama, Mistral, Qwen2, Gemma, ...) and GPT-2 models."
+            "models whose attention modules expose a float `scaling` (Llama-family, GPT-2, BERT, DistilBERT, ...)."
         )
 
     def set_temperature(value: float) -> None:

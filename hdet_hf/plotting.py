@@ -135,7 +135,7 @@ def _other_hyperparameters(schedule: HDETSchedule) -> list[str]:
         names += list(entry.get("base") or {})
     seen: dict[str, None] = {}
     for name in names:
-        if not name.startswith("lr"):
+        if not (name == "lr" or name.startswith("lr/")):
             seen.setdefault(name, None)
     return list(seen)
 

@@ -96,8 +96,12 @@ class HDETCallback(TrainerCallback):
             self.trainer.save_hdet_state(folder)
 
     def on_train_end(self, args, state, control, **kwargs):
-        if self.trainer.hdet_engine is not None and args.should_save:
-            self.trainer.save_hdet_schedule(args.output_dir)
+        engine = self.trainer.hdet_engine
+        if engine is not None:
+            # The trained model is the ensemble mean: give it the base values, not this rank's multiplied ones.
+            engine.apply_base_values()
+            if args.should_save:
+                self.trainer.save_hdet_schedule(args.output_dir)
 
 
 class HDETTrainerMixin:
@@ -234,12 +238,30 @@ class HDETTrainerMixin:
             model = self.model
             was_training = model.training
             model.eval()
-            with torch.no_grad(), self.compute_loss_context_manager():
-                loss = self.compute_loss(model, batch)
-            model.train(was_training)
+            # Score plain NLL: each rank's own label smoothing would bias the comparison. A copy of the
+            # batch, because compute_loss pops "labels" when a label smoother is active.
+            smoother, self.label_smoother = self.label_smoother, None
+            try:
+                with torch.no_grad(), self.compute_loss_context_manager():
+                    loss = self.compute_loss(model, dict(batch))
+            finally:
+                self.label_smoother = smoother
+                model.train(was_training)
             return float(loss)
 
         return probe
+
+    def evaluate(self, *args: Any, **kwargs: Any):
+        """Evaluate the ensemble mean with the base values of every explored hyperparameter (not this rank's)."""
+        engine = self.hdet_engine
+        if engine is None:
+            return super().evaluate(*args, **kwargs)
+        engine.apply_base_values()
+        try:
+            return super().evaluate(*args, **kwargs)
+        finally:
+            if self.is_in_train:
+                engine.apply_values()
 
     # ------------------------------------------------------------------------------- per step
     def training_step(self, model, inputs, num_items_in_batch=None):

@@ -762,6 +762,26 @@ def bench_memory(
 
 
 # ---------------------------------------------------------------------------------------------- worker
+def _library_version() -> str:
+    """The hdet_hf commit this run imported, with "+changes" if its working tree differed (read-only git)."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", "hdet_hf"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (commit or "unknown") + ("+changes" if dirty else "")
+
+
 def _loadavg() -> list[float] | None:
     try:
         return list(os.getloadavg())
@@ -780,6 +800,7 @@ def run_worker(args: argparse.Namespace) -> None:
         "device": str(d.device.type),
         "backend": args.backend,
         "date": _now(),
+        "library": _library_version(),
         "settings": run_settings(args),
         "loadavg_start": _loadavg(),
         "steps": [],
@@ -961,12 +982,41 @@ def assemble(
         "memory": [r for p in parts for r in p["memory"]],
         "converge_memory": [r for p in parts for r in p["converge_memory"]],
     }
+    add_robust_amortized(results["steps"])
     results["targets"] = evaluate_targets(results)
     return results
 
 
+def add_robust_amortized(rows: list[dict[str, Any]]) -> None:
+    """Add ``amortized_median_ms``: a load-robust twin of the window mean.
+
+    For DDP/no-comm it is the median step; for HDET the median ordinary step plus the converge step's excess
+    over it divided by T. Medians shrug off the bursts other work on a shared machine causes; window means
+    (the headline) do not, but they are what a run of that length costs.
+    """
+    for row in rows:
+        t, conv, other = (
+            row["sync_interval"],
+            row.get("median_converge_step_ms"),
+            row.get("median_other_step_ms"),
+        )
+        if t is None or conv is None or other is None:
+            row["amortized_median_ms"] = row["median_ms"]
+        else:
+            row["amortized_median_ms"] = other + (conv - other) / t
+    for row in rows:
+        base = next(
+            r for r in rows if (r["model"], r["nproc"], r["mode"]) == (row["model"], row["nproc"], "nocomm")
+        )
+        row["amortized_median_vs_nocomm"] = row["amortized_median_ms"] / base["amortized_median_ms"]
+
+
 def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The issue's targets, per (model, processes): measured ratio, threshold, met or missed by how much."""
+    """The issue's targets, per (model, processes): measured ratio, threshold, met or missed by how much.
+
+    ``value`` is the headline (window means; medians for the converge), ``robust`` a second estimate that is
+    less sensitive to other work on the machine (amortized medians; minimum converge times).
+    """
     ref = results["settings"]["reference_sync_interval"]
     out = []
     configs = sorted({(r["model"], r["nproc"]) for r in results["steps"]}, key=lambda c: (c[1], c[0]))
@@ -981,25 +1031,23 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         if local is not None:
             out.append(
                 _target(
-                    model,
-                    nproc,
+                    (model, nproc),
                     f"HDET local (T={ref}) / no-comm step",
-                    local["mean_ms"] / nocomm["mean_ms"],
-                    "<=",
-                    TARGETS["local_vs_nocomm_max"],
-                    True,
+                    (
+                        local["mean_ms"] / nocomm["mean_ms"],
+                        local["amortized_median_ms"] / nocomm["median_ms"],
+                    ),
+                    ("<=", TARGETS["local_vs_nocomm_max"]),
+                    applies=True,
                 )
             )
-            applies = model == largest and nproc == 2
             out.append(
                 _target(
-                    model,
-                    nproc,
+                    (model, nproc),
                     f"DDP / HDET local (T={ref}) step",
-                    ddp["mean_ms"] / local["mean_ms"],
-                    ">=",
-                    TARGETS["ddp_vs_local_min"],
-                    applies,
+                    (ddp["mean_ms"] / local["mean_ms"], ddp["median_ms"] / local["amortized_median_ms"]),
+                    (">=", TARGETS["ddp_vs_local_min"]),
+                    applies=model == largest and nproc == 2,
                 )
             )
         conv = {r["variant"]: r for r in results["converge"] if (r["model"], r["nproc"]) == (model, nproc)}
@@ -1007,34 +1055,34 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             fused, flat, loop = conv["fused"], conv["flat"], conv["per_tensor"]
             out.append(
                 _target(
-                    model,
-                    nproc,
+                    (model, nproc),
                     "fused converge / flat all-reduce",
-                    fused["median_ms"] / flat["median_ms"],
-                    "<=",
-                    TARGETS["fused_vs_flat_max"],
-                    True,
+                    (fused["median_ms"] / flat["median_ms"], fused["min_ms"] / flat["min_ms"]),
+                    ("<=", TARGETS["fused_vs_flat_max"]),
+                    applies=True,
                 )
             )
             out.append(
                 _target(
-                    model,
-                    nproc,
+                    (model, nproc),
                     "per-tensor loop / fused converge",
-                    loop["median_ms"] / fused["median_ms"],
-                    ">=",
-                    TARGETS["per_tensor_vs_fused_min"],
-                    True,
+                    (loop["median_ms"] / fused["median_ms"], loop["min_ms"] / fused["min_ms"]),
+                    (">=", TARGETS["per_tensor_vs_fused_min"]),
+                    applies=True,
                 )
             )
     return out
 
 
 def _target(
-    model: str, nproc: int, what: str, value: float, op: str, threshold: float, applies: bool
-) -> dict:
-    met = value <= threshold if op == "<=" else value >= threshold
-    if met:
+    config: tuple[str, int], what: str, values: tuple[float, float], bound: tuple[str, float], applies: bool
+) -> dict[str, Any]:
+    (value, robust), (op, threshold) = values, bound
+
+    def ok(x: float) -> bool:
+        return x <= threshold if op == "<=" else x >= threshold
+
+    if ok(value):
         verdict = "met"
     elif op == "<=":
         verdict = f"missed by {100 * (value / threshold - 1):.1f}%"
@@ -1042,17 +1090,21 @@ def _target(
         verdict = (
             f"missed: {value:.2f}x of the {threshold:g}x asked ({100 * (1 - value / threshold):.0f}% short)"
         )
+    if ok(value) != ok(robust):
+        verdict += f"; the robust estimate says {'met' if ok(robust) else 'missed'}"
+    if not applies:
+        verdict += " (info: the target is set for the >= 20M model at 2 processes)"
     return {
-        "model": model,
-        "nproc": nproc,
+        "model": config[0],
+        "nproc": config[1],
         "target": what,
         "value": value,
+        "robust": robust,
         "op": op,
         "threshold": threshold,
-        "met": met,
-        "verdict": verdict
-        if applies
-        else f"{verdict} (info: the target is set for the >= 20M model at 2 procs)",
+        "met": ok(value),
+        "robust_met": ok(robust),
+        "verdict": verdict,
         "applies": applies,
     }
 
@@ -1096,7 +1148,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         lines.append(
             f"- {p['nproc']} processes x {p['threads_per_proc']} thread(s) on {p['usable_cores_per_node']} cores"
             f"{' (oversubscribed)' if p.get('oversubscribed') else ''}: started {p.get('date', '-')}, "
-            f"{p['seconds'] / 60:.1f} min, {rs['rounds']} interleaved rounds, window {rs['window']} steps "
+            f"{p['seconds'] / 60:.1f} min, hdet_hf {p.get('library', '-')}, {rs['rounds']} interleaved rounds, window {rs['window']} steps "
             f"(HDET: a multiple of T), {rs['converge_reps']} converge repetitions; load average (1/5/15 min) at "
             f"start {_fmt_load(p['loadavg_start'])}, at end {_fmt_load(p['loadavg_end'])}; "
             f"command `{p.get('command', results['command'])}`"
@@ -1113,7 +1165,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         "mean = window time / steps (HDET: includes the converge, amortized over T); median of per-step times; "
         "each step's time is the slowest rank's. CPU s / s per proc: CPU time the benchmark's processes got per "
         "second of wall time (all threads); about threads-per-process when the machine is otherwise idle, lower "
-        "when other work takes the cores.",
+        "when other work takes the cores. robust amortized: median ordinary step + (median converge step - "
+        "median ordinary step) / T, over the no-comm median.",
         "",
         _table(
             results["steps"],
@@ -1129,6 +1182,7 @@ def render_markdown(results: dict[str, Any]) -> str:
                 ("mean_vs_nocomm", "mean vs no-comm", 3),
                 ("median_vs_nocomm", "median vs no-comm", 3),
                 ("median_converge_step_ms", "median converge step ms", 1),
+                ("amortized_median_vs_nocomm", "robust amortized vs no-comm", 3),
                 ("cpu_share", "CPU s / s per proc", 2),
             ],
         ),
@@ -1197,6 +1251,10 @@ def render_markdown(results: dict[str, Any]) -> str:
         "",
         "## Targets",
         "",
+        "measured: window means for steps, medians for the converge. robust estimate: amortized medians for "
+        "steps (median ordinary step + the converge step's excess / T), minimum times for the converge; both "
+        "resist bursts of other work on a shared machine.",
+        "",
         _table(
             results["targets"],
             [
@@ -1204,6 +1262,7 @@ def render_markdown(results: dict[str, Any]) -> str:
                 ("nproc", "procs", 0),
                 ("target", "ratio", 0),
                 ("value", "measured", 3),
+                ("robust", "robust estimate", 3),
                 ("op", "", 0),
                 ("threshold", "target", 2),
                 ("verdict", "verdict", 0),

@@ -21,9 +21,10 @@ dropout), on one shared batch of held-out blocks (the Trainer's ``eval_dataset``
 ``train_loss``, compares each replica's training loss since the last converge, and that measures the wrong
 thing for a regulariser: dropout raises the training loss by construction (it is computed with units dropped),
 and weight decay and dropout both slow the fitting of the training set, which is exactly what they are for. So
-``train_loss`` pushes both down in every regime; one extra run per case shows it
-(``--controller_signals probe,train_loss``). The probe blocks and the test blocks the reported loss is measured
-on are disjoint, so the controller is never scored on the data it was tuned on.
+``train_loss`` is biased against them whatever they do to held-out loss; one extra run per case shows it
+(``--controller_signals probe,train_loss``). The probe blocks and the test blocks the reported loss is measured on
+are disjoint, so the controller is never scored on the data it was tuned on. Every HDET run also explores a few
+no-op scalars (``--null_controls``) whose drift shows how far the controller moves a base on noise alone.
 
 One ``torchrun`` launch runs every config in sequence (start-up is paid once). Rank 0 appends one JSON line per
 finished config to ``<out_dir>/results.jsonl``; the parent then writes ``results.json``, ``results.md`` and one
@@ -145,8 +146,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--dropout_grid", default=None, help="Fixed dropout values (full 0,0.05,0.1,0.3; quick 0,0.3)."
     )
     p.add_argument("--weight_decay_grid", default=None, help="Fixed weight decays (full 0,0.3,3; quick 0,3).")
-    p.add_argument("--dropout_start", type=float, default=0.05, help="HDET's starting base dropout.")
-    p.add_argument("--weight_decay_start", type=float, default=0.3, help="HDET's starting base weight decay.")
+    # HDET starts on the wrong side of each regime's optimum, by design: too little regularisation where the
+    # model overfits, too much where it underfits.
+    for regime, hparam, value in (
+        ("overfit", "dropout", 0.05),
+        ("overfit", "weight_decay", 0.3),
+        ("underfit", "dropout", 0.3),
+        ("underfit", "weight_decay", 3.0),
+    ):
+        p.add_argument(
+            f"--{regime}_{hparam}_start",
+            type=float,
+            default=value,
+            help=f"HDET's starting base {hparam}, {regime}.",
+        )
+    p.add_argument(
+        "--seeds",
+        default=None,
+        help="Permutation seeds (--hdet_seed) of the probe-signal HDET runs, one run each (full 0,1,2; quick 0); "
+        "train_loss runs use the first.",
+    )
     p.add_argument("--spread", type=float, default=0.5, help="HDET spread of the explored hyperparameter.")
     p.add_argument("--sync_interval", type=int, default=None, help="HDET T (full 10, quick 5).")
     p.add_argument(
@@ -170,6 +189,7 @@ def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
         "sync_interval": (10, 5),
         "controller_signals": ("probe,train_loss", "probe"),
         "ground_truth": ("ddp,local", "ddp"),
+        "seeds": ("0,1,2", "0"),
         "dropout_grid": ("0,0.05,0.1,0.3", "0,0.3"),
         "weight_decay_grid": ("0,0.3,3", "0,3"),
     }
@@ -189,6 +209,9 @@ def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
                 f"--{name} must be a comma-separated subset of {','.join(allowed)}, but got {bad or values}"
             )
         setattr(args, name, values)
+    args.seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    if not args.seeds:
+        raise SystemExit("--seeds must list at least one integer seed")
     if args.num_processes < 2:
         raise SystemExit(
             f"--num_processes must be >= 2 (HDET compares replicas), but got {args.num_processes}"
@@ -219,16 +242,18 @@ def plan(args: argparse.Namespace) -> list[dict[str, Any]]:
                         }
                     )
             for signal in args.controller_signals:
-                specs.append(
-                    {
-                        "name": f"{regime}_{hparam}_hdet_{signal}",
-                        "regime": regime,
-                        "hparam": hparam,
-                        "kind": "hdet",
-                        "value": getattr(args, f"{hparam}_start"),
-                        "signal": signal,
-                    }
-                )
+                for seed in args.seeds if signal == "probe" else args.seeds[:1]:
+                    specs.append(
+                        {
+                            "name": f"{regime}_{hparam}_hdet_{signal}_s{seed}",
+                            "regime": regime,
+                            "hparam": hparam,
+                            "kind": "hdet",
+                            "value": getattr(args, f"{regime}_{hparam}_start"),
+                            "signal": signal,
+                            "hdet_seed": seed,
+                        }
+                    )
     if args.configs:
         patterns = [c.strip() for c in args.configs.split(",") if c.strip()]
         specs = [s for s in specs if any(fnmatch.fnmatchcase(s["name"], p) for p in patterns)]
@@ -357,7 +382,7 @@ def worker(args: argparse.Namespace) -> None:
                 hdet_base_schedule="trainer",
                 hdet_lr_spread=0.0,
                 hdet_sync_interval=args.sync_interval,
-                hdet_seed=args.seed,
+                hdet_seed=spec.get("hdet_seed", args.seed),
             )
         if hdet:
             targs.update(
@@ -484,46 +509,90 @@ def _truth(fixed: list[dict[str, Any]], start: float) -> tuple[float | None, str
     return best, "up" if best > start else "down" if best < start else "flat"
 
 
-def analyse(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per HDET run: each ground truth's direction vs. the controller's move.
+def _correlation(xs: list[float], ys: list[float]) -> float | None:
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sx = math.sqrt(sum((x - mx) ** 2 for x in xs))
+    sy = math.sqrt(sum((y - my) ** 2 for y in ys))
+    if not sx or not sy:
+        return None
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / (sx * sy)
 
-    ``right`` is judged against the local-SGD ground truth when it was measured (the training procedure the
-    controller works in), else against DDP.
+
+def signal_correlations(run: dict[str, Any]) -> list[float]:
+    """Per converge where the controller acted: the correlation over ranks between log multiplier and the loss it
+    compared. Negative: the replicas with more of the hyperparameter scored better (the controller moves it up)."""
+    out = []
+    for sync in run.get("syncs") or []:
+        losses = sync["probe_losses"] or sync["losses"]
+        if not sync.get("active") or not losses or not all(math.isfinite(x) for x in losses):
+            continue
+        c = _correlation([math.log(m) for m in sync["multipliers"]], losses)
+        if c is not None:
+            out.append(c)
+    return out
+
+
+def _mean_sem(values: list[float]) -> tuple[float, float]:
+    if not values:
+        return float("nan"), float("nan")
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, float("nan")
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return mean, math.sqrt(var / len(values))
+
+
+def analyse(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (regime, hyperparameter, signal), over its seeds: each ground truth's direction vs. where the
+    controller took the base, the no-op scalars' drift (noise floor), and the per-converge signal.
+
+    ``truth`` is the local-SGD ground truth when it was measured (the procedure the controller works in), else
+    DDP's. ``right`` counts the seeds that moved that way; ``beyond_noise`` says whether the median move lies
+    outside the range of the no-op scalars' moves.
     """
     rows = []
     hdet = [r for r in records if r["kind"] == "hdet"]
-    for r in sorted(
-        hdet, key=lambda r: (REGIMES.index(r["regime"]), HPARAMS.index(r["hparam"]), r["signal"])
-    ):
-        start = r["value"]
-        ratio = r["final"] / r["start"] if r.get("start") else float("nan")
-        moved = direction(ratio)
+    keys = sorted(
+        {(r["regime"], r["hparam"], r["signal"]) for r in hdet},
+        key=lambda k: (REGIMES.index(k[0]), HPARAMS.index(k[1]), SIGNALS.index(k[2])),
+    )
+    for regime, hparam, signal in keys:
+        runs = sorted(
+            (r for r in hdet if (r["regime"], r["hparam"], r["signal"]) == (regime, hparam, signal)),
+            key=lambda r: r.get("hdet_seed", 0),
+        )
+        start = runs[0]["value"]
+        ratios = [r["final"] / r["start"] for r in runs]
+        moves = [direction(x) for x in ratios]
+        median = sorted(ratios)[len(ratios) // 2]
+        nulls = [x for r in runs for x in r.get("null_ratios") or [] if x and x > 0]
         row: dict[str, Any] = {
-            "regime": r["regime"],
-            "hparam": r["hparam"],
-            "signal": r["signal"],
-            "start": r["start"],
-            "final": r["final"],
-            "min": r["min"],
-            "max": r["max"],
-            "ratio": ratio,
-            "moved": moved,
-            "hdet_test_loss": r["test_loss"],
+            "regime": regime,
+            "hparam": hparam,
+            "signal": signal,
+            "start": start,
+            "seeds": [r.get("hdet_seed", 0) for r in runs],
+            "finals": [r["final"] for r in runs],
+            "ratios": ratios,
+            "median_ratio": median,
+            "moved": moves,
+            "null_ratios": nulls,
+            "beyond_noise": bool(nulls) and not min(nulls) <= median <= max(nulls),
+            "hdet_test_losses": [r["test_loss"] for r in runs],
         }
         for kind in GROUND_TRUTHS:
-            fixed = _fixed(records, r["regime"], r["hparam"], kind)
+            fixed = _fixed(records, regime, hparam, kind)
             best, truth = _truth(fixed, start)
             row[f"{kind}_losses"] = {f"{x['value']:g}": round(x["test_loss"], 4) for x in fixed}
             row[f"{kind}_best"] = best
             row[f"{kind}_truth"] = truth
         truth = row["local_truth"] if row["local_truth"] != "n/a" else row["ddp_truth"]
         row["truth"] = truth
-        row["right"] = moved == truth if truth in ("up", "down") else None
-        # Noise floor: the largest drift of a no-op scalar under the same controller in the same run.
-        nulls = [x for x in r.get("null_ratios") or [] if x and x > 0]
-        row["null_ratios"] = nulls
-        noise = max((abs(math.log(x)) for x in nulls), default=0.0)
-        row["beyond_noise"] = bool(nulls) and math.isfinite(ratio) and abs(math.log(ratio)) > noise
+        row["right"] = sum(m == truth for m in moves) if truth in ("up", "down") else None
+        halves = [signal_correlations(r) for r in runs]
+        row["correlation"] = _mean_sem([c for h in halves for c in h])
+        row["correlation_first_half"] = _mean_sem([c for h in halves for c in h[: len(h) // 2]])
+        row["correlation_second_half"] = _mean_sem([c for h in halves for c in h[len(h) // 2 :]])
         rows.append(row)
     return rows
 
@@ -572,20 +641,29 @@ def markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]], meta: di
         "",
         "## HDET controller (spread 0.5 on this hyperparameter only, LR not spread)",
         "",
-        "| regime | hyperparameter | signal | best fixed (ddp / local) | right direction (local) | HDET base "
-        "start -> final (x ratio) | min..max | moved | right? | no-op scalars' drift (noise) | beyond noise? | "
+        "right direction: where the best fixed value lies from HDET's start (local ground truth). final / start: "
+        "one ratio per seed. no-op drift: the range of final / start of the no-op scalars explored in the same "
+        "runs (the noise floor). corr: per converge, correlation over ranks between log multiplier and the loss "
+        "compared, mean +- s.e.m. over converges (first half | second half of the run); negative = more of it "
+        "scored better.",
+        "",
+        "| regime | hyperparameter | signal | best fixed (ddp / local) | right direction | start | final / start "
+        "per seed | right (seeds) | no-op drift | median beyond noise? | corr first half | corr second half | "
         "HDET test loss |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        right = {True: "yes", False: "**no**", None: "n/a"}[row["right"]]
+        right = "n/a" if row["right"] is None else f"{row['right']}/{len(row['ratios'])}"
         nulls = row["null_ratios"]
         noise = f"x{min(nulls):.2f}..x{max(nulls):.2f}" if nulls else "-"
+        ratios = ", ".join(f"x{x:.2f}" for x in row["ratios"])
+        first = "{:+.2f} +- {:.2f}".format(*row["correlation_first_half"])
+        second = "{:+.2f} +- {:.2f}".format(*row["correlation_second_half"])
+        losses = ", ".join(f"{x:.3f}" for x in row["hdet_test_losses"])
         lines.append(
             f"| {row['regime']} | {row['hparam']} | {row['signal']} | {_fmt(row['ddp_best'], 'g')} / "
-            f"{_fmt(row['local_best'], 'g')} | {row['truth']} | {row['start']:.3g} -> {row['final']:.3g} "
-            f"(x{row['ratio']:.2f}) | {row['min']:.3g}..{row['max']:.3g} | {row['moved']} | {right} | {noise} | "
-            f"{'yes' if row['beyond_noise'] else 'no'} | {row['hdet_test_loss']:.4f} |"
+            f"{_fmt(row['local_best'], 'g')} | {row['truth']} | {row['start']:g} | {ratios} | {right} | {noise} | "
+            f"{'yes' if row['beyond_noise'] else 'no'} | {first} | {second} | {losses} |"
         )
     lines.append("")
     return "\n".join(lines)
@@ -609,36 +687,45 @@ def plot(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
         FigureCanvasAgg(fig)
         axes = fig.subplots(1, len(hparams), squeeze=False)[0]
         for ax, hparam in zip(axes, hparams):
-            for i, r in enumerate(x for x in runs if x["hparam"] == hparam):
+            colours = {"probe": "C0", "train_loss": "C3"}
+            labelled: set[str] = set()
+            for r in (x for x in runs if x["hparam"] == hparam):
                 values = r["values_per_step"]
-                for j, null in enumerate(r.get("null_values_per_step") or []):
-                    # A no-op scalar's drift, scaled to this run's start: where noise alone would take the base.
-                    ax.plot(
-                        range(1, len(null) + 1),
-                        [values[0] * x for x in null],
-                        color=f"C{i}",
-                        lw=0.7,
-                        alpha=0.35,
-                        label=f"no-op scalars ({r['signal']}), scaled" if j == 0 else None,
-                    )
-                label = f"HDET base, {r['signal']} signal (test loss {r['test_loss']:.3f})"
-                ax.plot(range(1, len(values) + 1), values, color=f"C{i}", lw=1.8, label=label)
+                colour = colours[r["signal"]]
+                if r["signal"] == "probe":
+                    for null in r.get("null_values_per_step") or []:
+                        # A no-op scalar's drift, scaled to the start: where noise alone takes a base.
+                        ax.plot(
+                            range(1, len(null) + 1),
+                            [values[0] * x for x in null],
+                            color="0.6",
+                            lw=0.6,
+                            alpha=0.5,
+                            label=None if "null" in labelled else "no-op scalars (probe runs), scaled",
+                        )
+                        labelled.add("null")
+                ax.plot(
+                    range(1, len(values) + 1),
+                    values,
+                    color=colour,
+                    lw=1.6,
+                    label=None if r["signal"] in labelled else f"HDET base, {r['signal']} signal",
+                )
+                labelled.add(r["signal"])
             for kind, style in (("ddp", ":"), ("local", "--")):
                 fixed = _fixed(records, regime, hparam, kind)
                 if fixed:
-                    best = min(fixed, key=lambda r: r["test_loss"])
-                    ax.axhline(
-                        best["value"],
-                        color="k",
-                        ls=style,
-                        lw=1,
-                        label=f"best fixed, {kind} ({best['value']:g})",
-                    )
-            ax.set_yscale("symlog", linthresh=0.01)
+                    best = min(fixed, key=lambda r: r["test_loss"])["value"]
+                    label = f"best fixed value, {kind} ({best:g})"
+                    if best > 0:
+                        ax.axhline(best, color="k", ls=style, lw=1, label=label)
+                    else:  # 0 has no place on a log axis: named in the legend only
+                        ax.plot([], [], color="k", ls=style, lw=1, label=label + ", off the log axis")
+            ax.set_yscale("log")
             ax.set_title(f"{regime}: base {hparam}")
             ax.set_xlabel("optimizer step")
             ax.set_ylabel(hparam)
-            ax.legend(fontsize="small")
+            ax.legend(fontsize="x-small", loc="best", framealpha=0.85)
         path = out_dir / f"base_{regime}.png"
         fig.savefig(path, dpi=110)
         written.append(path)
@@ -653,7 +740,10 @@ def write_report(out_dir: Path, meta: dict[str, Any] | None = None) -> dict[str,
     if meta is None and json_path.is_file():
         meta = json.loads(json_path.read_text(encoding="utf-8")).get("meta", {})
     rows = analyse(records)
-    content = {"meta": meta or {}, "summary": rows, "runs": records}
+    # The per-step and per-converge series stay in results.jsonl only.
+    bulky = ("values_per_step", "null_values_per_step", "syncs")
+    runs = [{k: v for k, v in r.items() if k not in bulky} for r in records]
+    content = {"meta": meta or {}, "summary": rows, "runs": runs}
     json_path.write_text(
         json.dumps(_finite_or_none(content), indent=1, allow_nan=False) + "\n", encoding="utf-8"
     )
@@ -728,7 +818,7 @@ def launch(argv: list[str], args: argparse.Namespace) -> int:
         shutil.rmtree(work_dir, ignore_errors=True)
     wall = round(time.time() - t0, 1)
     meta = {
-        "command": "python scripts/hparam_direction.py " + " ".join(shlex.quote(a) for a in argv),
+        "command": " ".join(["python scripts/hparam_direction.py", *(shlex.quote(a) for a in argv)]),
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "machine": machine_info(),
         "num_processes": args.num_processes,
