@@ -4,11 +4,63 @@ from __future__ import annotations
 
 import atexit
 import os
+import socket
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 
 import torch.distributed as dist
 
-__all__ = ["finish_distributed"]
+__all__ = ["finish_distributed", "offline_cpu_env", "torchrun_command"]
+
+# What every CPU/gloo launch of our scripts and tests sets: nothing from the Hub, no GPU picked up from the
+# caller's environment (the runs are CPU by design), no tokenizer thread pools fighting the ranks for cores.
+OFFLINE_CPU_ENV = {
+    "TOKENIZERS_PARALLELISM": "false",
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    "PYTHONUNBUFFERED": "1",
+    "CUDA_VISIBLE_DEVICES": "",
+    "ACCELERATE_USE_CPU": "true",
+}
+
+
+def offline_cpu_env(threads: int = 1, pythonpath: str | Path | None = None) -> dict[str, str]:
+    """``os.environ`` plus `OFFLINE_CPU_ENV`, ``threads`` torch threads per process, and ``pythonpath`` first."""
+    env = dict(os.environ)
+    env.update(OFFLINE_CPU_ENV)
+    env["OMP_NUM_THREADS"] = str(threads)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_command(program: str | Path | Sequence[str], nproc: int, args: Sequence[str] = ()) -> list[str]:
+    """``python -m torch.distributed.run`` on ``nproc`` local processes, rendezvous on a free local port.
+
+    ``program`` is a script path, or the launcher's arguments before ``args`` (e.g. ``["-m", "hdet_hf.launch",
+    "run_clm.py"]``).
+
+    (An explicit free port rather than ``--standalone``: several launches from one test session or benchmark
+    may be alive at once.)
+    """
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={_free_port()}",
+        *([str(program)] if isinstance(program, (str, Path)) else program),
+        *args,
+    ]
 
 
 def finish_distributed(exit_code: int = 0) -> None:

@@ -49,7 +49,6 @@ import os
 import platform
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -380,6 +379,10 @@ def worker(args: argparse.Namespace) -> None:
             targs.update(
                 hdet=True,
                 hdet_base_schedule="trainer",
+                # Local mode: dropout is explored only there (shared mode averages its effect away); the
+                # controller momentum of the recorded results (the library default then).
+                hdet_gradient_sync="local",
+                hdet_controller_momentum=0.9,
                 hdet_lr_spread=0.0,
                 hdet_sync_interval=args.sync_interval,
                 hdet_seed=spec.get("hdet_seed", args.seed),
@@ -753,12 +756,6 @@ def write_report(out_dir: Path, meta: dict[str, Any] | None = None) -> dict[str,
 
 
 # --------------------------------------------------------------------------------------------- launch
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def machine_info() -> str:
     import torch
     import transformers
@@ -778,39 +775,18 @@ def machine_info() -> str:
 
 
 def launch(argv: list[str], args: argparse.Namespace) -> int:
+    from hdet_hf.process import offline_cpu_env, torchrun_command
+
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     results = out_dir / RESULTS_JSONL
     if not (args.resume or args.configs) and results.exists():
         results.replace(out_dir / (RESULTS_JSONL + ".prev"))
     work_dir = tempfile.mkdtemp(prefix="hdet_hparams_")
-    env = dict(os.environ)
-    env.update(
-        {
-            "OMP_NUM_THREADS": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-            "HF_HUB_OFFLINE": "1",
-            "HF_DATASETS_OFFLINE": "1",
-            "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
-            "PYTHONUNBUFFERED": "1",
-            "CUDA_VISIBLE_DEVICES": "",
-            "ACCELERATE_USE_CPU": "true",
-            "PYTHONPATH": os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]),
-        }
+    env = offline_cpu_env(threads=1, pythonpath=REPO)
+    cmd = torchrun_command(
+        Path(__file__).resolve(), args.num_processes, [*argv, "--_worker", "--_work_dir", work_dir]
     )
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc_per_node={args.num_processes}",
-        "--master_addr=127.0.0.1",
-        f"--master_port={free_port()}",
-        str(Path(__file__).resolve()),
-        *argv,
-        "--_worker",
-        "--_work_dir",
-        work_dir,
-    ]
     t0 = time.time()
     try:
         rc = subprocess.call(cmd, env=env)

@@ -369,14 +369,19 @@ CASES: list[ErrorCase] = [
     ),
     _flags("--hdet_dropout_base", "1.0", match=r"--hdet_dropout_base must be in \[0, 1\), but got 1.0"),
     _flags(
-        "--hdet_gradient_sync",
-        "shared",
-        "--hdet_lr_spread",
-        "0",
         "--hdet_dropout_spread",
         "0.5",
-        match=r"--hdet_gradient_sync shared all-reduces gradients every step, so with --hdet_lr_spread 0.*"
-        r"Use --hdet_gradient_sync local",
+        match=r"--hdet_dropout_spread needs --hdet_gradient_sync local: --hdet_gradient_sync shared \(the default\)"
+        r".*Add --hdet_gradient_sync local",
+    ),
+    _flags(
+        "--hdet_gradient_sync",
+        "shared",
+        "--hdet_label_smoothing_spread",
+        "0.5",
+        "--hdet_attention_temperature_spread",
+        "0.5",
+        match=r"--hdet_label_smoothing_spread, --hdet_attention_temperature_spread need --hdet_gradient_sync local",
     ),
     # --- the same validation through the Python API ----------------------------------------------------
     ErrorCase(
@@ -493,18 +498,24 @@ CASES: list[ErrorCase] = [
         match=r"--hdet_weight_decay_spread explores nothing: every param group has weight_decay 0.*--weight_decay",
     ),
     _train(
-        "--hdet --max_steps 4 --hdet_sync_interval 2 --hdet_dropout_spread 0.5 (model dropout 0)",
+        "--hdet --max_steps 4 --hdet_sync_interval 2 --hdet_gradient_sync local --hdet_dropout_spread 0.5 "
+        "(model dropout 0)",
         "--hdet_sync_interval",
         "2",
+        "--hdet_gradient_sync",
+        "local",
         "--hdet_dropout_spread",
         "0.5",
         match=r"--hdet_dropout_spread 0.5 explores nothing: LlamaForCausalLM has dropout 0 everywhere.*"
         r"--hdet_dropout_base 0.1",
     ),
     _train(
-        "--hdet --max_steps 4 --hdet_sync_interval 2 --hdet_label_smoothing_spread 0.5 (--label_smoothing_factor 0)",
+        "--hdet --max_steps 4 --hdet_sync_interval 2 --hdet_gradient_sync local --hdet_label_smoothing_spread 0.5 "
+        "(--label_smoothing_factor 0)",
         "--hdet_sync_interval",
         "2",
+        "--hdet_gradient_sync",
+        "local",
         "--hdet_label_smoothing_spread",
         "0.5",
         match=r"--hdet_label_smoothing_spread explores nothing: --label_smoothing_factor is 0.*"

@@ -56,10 +56,31 @@ def test_every_config_field_has_a_flag_with_the_same_help():
 
 
 def test_local_mode_turns_off_per_step_collectives():
-    args = parse("--hdet")
+    args = parse("--hdet", "--hdet_gradient_sync", "local")
     assert args.ddp_broadcast_buffers is False and args.average_tokens_across_devices is False
-    assert parse("--hdet", "--hdet_gradient_sync", "shared").average_tokens_across_devices is True
+    assert parse("--hdet").average_tokens_across_devices is True  # shared, the default: DDP as usual
     assert parse().average_tokens_across_devices is True  # --hdet off: untouched
+
+
+def test_defaults_are_the_settings_the_quality_benchmark_chose():
+    # BENCHMARKS.md "Defaults these measurements support"; change both together.
+    c = parse("--hdet").hdet_config
+    assert (c.gradient_sync, c.lr_spread, c.sync_interval) == ("shared", 0.25, 10)
+    assert (c.controller_lr, c.controller_momentum, c.controller_signal) == (1.5, 0.5, "train_loss")
+    assert (c.controller_update, c.controller_temperature_mode, c.sync_warmup_steps) == (
+        "multiplicative",
+        "adaptive",
+        0.0,
+    )
+
+
+@pytest.mark.parametrize("spread", ["dropout", "label_smoothing", "attention_temperature"])
+def test_hyperparameters_acting_through_the_gradient_need_local_mode(spread):
+    with pytest.raises(ValueError, match=f"--hdet_{spread}_spread needs --hdet_gradient_sync local"):
+        HDETConfig(**{f"{spread}_spread": 0.5})
+    assert HDETConfig(gradient_sync="local", **{f"{spread}_spread": 0.5}).gradient_sync == "local"
+    # The LR and weight decay act in each rank's optimizer step: fine in shared mode, even without an LR spread.
+    assert HDETConfig(lr_spread=0.0, weight_decay_spread=0.5).gradient_sync == "shared"
 
 
 BAD = [

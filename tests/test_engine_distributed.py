@@ -68,10 +68,13 @@ def test_onecycleautolr_spreads_and_averages_across_processes(tmp_path):
     assert r0["state"]["hdet"]["version"] == 1
 
 
-def test_accelerate_api_counts_optimizer_steps_and_converges(tmp_path):
-    torchrun("engine_worker.py", 2, ["accelerate", str(tmp_path)])
+@pytest.mark.parametrize("gradient_sync", ["local", "shared"])
+def test_accelerate_api_counts_optimizer_steps_and_converges(tmp_path, gradient_sync):
+    torchrun("engine_worker.py", 2, ["accelerate", str(tmp_path), gradient_sync])
     r0, r1 = load_ranks(tmp_path, 2)
-    assert r0["steps"] == 6 and not r0["is_ddp"]  # 12 micro-batches, accumulation 2
+    assert r0["steps"] == 6  # 12 micro-batches, accumulation 2
+    # local: no DDP wrapper (no gradient all-reduce); shared: DDP all-reduces gradients every step.
+    assert r0["is_ddp"] == (gradient_sync == "shared")
     assert sorted(r0["after_sync"]) == [3, 6]
     for step in (3, 6):
         assert torch.equal(r0["after_sync"][step], r1["after_sync"][step])

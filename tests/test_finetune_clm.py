@@ -6,7 +6,6 @@ import importlib.util
 import json
 import logging
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,8 @@ from types import SimpleNamespace
 import datasets
 import pytest
 from distributed import torchrun
+
+from hdet_hf.process import offline_cpu_env
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "finetune_clm.py"
 TINY = [
@@ -49,15 +50,8 @@ def cache_dir(tmp_path_factory):
 
 
 def run_single(args: list[str], cache: Path, timeout: int = 180) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env.update(
-        HDET_HF_CACHE=str(cache),
-        OMP_NUM_THREADS="1",
-        TOKENIZERS_PARALLELISM="false",
-        HF_HUB_OFFLINE="1",
-        HF_DATASETS_OFFLINE="1",
-        CUDA_VISIBLE_DEVICES="",
-    )
+    env = offline_cpu_env()
+    env["HDET_HF_CACHE"] = str(cache)
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, env=env
     )

@@ -279,6 +279,7 @@ def _trainer(tmp_path, model, **overrides) -> HDETTrainer:
         output_dir=str(tmp_path / "out"),
         hdet=True,
         hdet_sync_interval=2,
+        hdet_gradient_sync="local",  # dropout, label smoothing and temperature are explored in local mode only
         use_cpu=True,
         report_to="none",
         disable_tqdm=True,
@@ -353,6 +354,10 @@ def test_probe_loss_does_not_depend_on_this_ranks_label_smoothing(tmp_path):
 # ====================================================================== 4 processes, Llama and GPT-2
 COMMON = [
     "--hdet",
+    "--hdet_gradient_sync",
+    "local",
+    "--hdet_lr_spread",
+    str(SPREAD),
     "--hdet_lr_groups",
     "--hdet_sync_interval",
     "2",

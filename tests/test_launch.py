@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import transformers
 from accelerate.state import AcceleratorState
-from distributed import free_port
 from transformers import HfArgumentParser
 
 from hdet_hf import HDETTrainer, HDETTrainingArguments, launch
+from hdet_hf.process import offline_cpu_env, torchrun_command
 
 STOCK = Path(__file__).parent / "stock_scripts"
 ORIGINALS = {
@@ -147,33 +145,11 @@ def torchrun_stock(out: Path, *flags: str, launcher: bool = True, nproc: int = 2
 
     Run directly, a stock script may die at interpreter exit with SIGABRT inside gloo after finishing its
     work (see `hdet_hf.process.finish_distributed`; the launcher avoids it); that alone is tolerated."""
-    env = dict(os.environ)
-    env.update(
-        {
-            "OMP_NUM_THREADS": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-            "HF_HUB_OFFLINE": "1",
-            "HF_DATASETS_OFFLINE": "1",
-            "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
-            "CUDA_VISIBLE_DEVICES": "",
-        }
-    )
     program = ["-m", "hdet_hf.launch"] if launcher else []
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc_per_node={nproc}",
-        "--master_addr=127.0.0.1",
-        f"--master_port={free_port()}",
-        *program,
-        str(STOCK / "stock_train.py"),
-        "--output_dir",
-        str(out),
-        *COMMON,
-        *flags,
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    cmd = torchrun_command(
+        [*program, str(STOCK / "stock_train.py")], nproc, ["--output_dir", str(out), *COMMON, *flags]
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=offline_cpu_env())
     result = out / "stock_result.json"
     gloo_exit_abort = (
         not launcher and result.is_file() and re.search(r"SIGABRT|exitcode\s*:\s*-6", proc.stderr)

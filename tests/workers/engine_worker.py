@@ -115,7 +115,7 @@ def scenario_onecycle(rank: int, world: int) -> dict:
     return {"lrs": lrs, "params": params, "trajectory": sched.trajectory, "state": sched.state_dict()}
 
 
-def scenario_accelerate(rank: int, world: int) -> dict:
+def scenario_accelerate(rank: int, world: int, gradient_sync: str = "local") -> dict:
     """HDETAccelerate in a no_trainer loop with gradient accumulation 2."""
     from accelerate import Accelerator
 
@@ -126,7 +126,9 @@ def scenario_accelerate(rank: int, world: int) -> dict:
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1 + 0.1 * s))
     from hdet_hf import HDETAccelerate
 
-    hdet = HDETAccelerate(accelerator, HDETConfig(sync_interval=3, lr_spread=0.5), total_steps=6)
+    hdet = HDETAccelerate(
+        accelerator, HDETConfig(sync_interval=3, lr_spread=0.5, gradient_sync=gradient_sync), total_steps=6
+    )
     model, opt, sched = hdet.prepare(model, opt, sched)
     gen = torch.Generator().manual_seed(rank)
     lrs, multipliers, after_sync = [], [], {}
@@ -156,10 +158,10 @@ def scenario_accelerate(rank: int, world: int) -> dict:
 
 
 def main() -> None:
-    scenario, dump_dir = sys.argv[1], sys.argv[2]
+    scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    result = globals()[f"scenario_{scenario}"](rank, world)
+    result = globals()[f"scenario_{scenario}"](rank, world, *extra)
     os.makedirs(dump_dir, exist_ok=True)
     torch.save(result, os.path.join(dump_dir, f"rank{rank}.pt"))
     finish_distributed()
