@@ -207,7 +207,8 @@ class HDETConfig:
         default=10.0,
         metadata={
             "help": "A replica whose mean loss since the last converge exceeds this factor times the ensemble's "
-            "mean loss at the previous converge counts as diverged, like a non-finite loss or parameter: it "
+            "mean loss at the previous converge (and the ensemble's mean at the first converge, so that "
+            "near-zero losses do not trip it) counts as diverged, like a non-finite loss or parameter: it "
             "is left out of the average, reset to it, and its multiplier is scored worst. 0 disables the "
             "loss test (non-finite values are always caught)."
         },

@@ -33,7 +33,14 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["ControllerSettings", "ControllerState", "loss_weights", "controller_step", "reference_gamma"]
+__all__ = [
+    "ControllerSettings",
+    "ControllerState",
+    "loss_weights",
+    "controller_step",
+    "reference_gamma",
+    "loss_diverged",
+]
 
 
 @dataclass(frozen=True)
@@ -127,3 +134,18 @@ def reference_gamma(div_factor: float, final_div_factor: float, num_syncs: float
     ``base * (1 - gamma)`` grows. The decay that reaches the floor in K syncs is ``1 - (1/final_div)**(1/K)``.
     """
     return 1.0 - math.exp(-math.log(div_factor / final_div_factor) / num_syncs)
+
+
+def loss_diverged(loss: float, last_mean: float | None, first_mean: float | None, factor: float) -> bool:
+    """Whether a replica's finite mean loss counts as diverged (``factor`` 0: never).
+
+    Diverged means above ``factor`` x the ensemble mean at the last converge *and* above the ensemble mean at
+    the first converge. The second condition keeps the test meaningful near zero loss: once the ensemble has
+    nearly memorised its data (mean 0.05), a replica at 0.6 is 12x the mean yet far better than where
+    training started, and treating it as diverged (reset, Adam moments zeroed) makes its next steps jump,
+    which looked like a chain of divergences in the speed benchmark. A replica that really blew up is back
+    at or above the loss it started from.
+    """
+    if not factor or last_mean is None or not last_mean > 0:
+        return False
+    return loss > factor * last_mean and (first_mean is None or loss > first_mean)

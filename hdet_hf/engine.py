@@ -34,7 +34,7 @@ from torch import nn
 
 from .collectives import broadcast_tensors_, fused_average_
 from .config import HDETConfig
-from .controller import ControllerSettings, ControllerState, controller_step
+from .controller import ControllerSettings, ControllerState, controller_step, loss_diverged
 from .hyperparameters import Hyperparameter
 from .spread import permuted_multipliers, shared_permutation
 
@@ -202,6 +202,7 @@ class HDETEngine:
         self.last_report: SyncReport | None = None
         # Ensemble mean loss at the previous converge: the reference for the divergence test.
         self._last_mean_loss: float | None = None
+        self._first_mean_loss: float | None = None  # the divergence test's floor (see `loss_diverged`)
         self.divergence_events: list[dict[str, Any]] = []
 
     # ----------------------------------------------------------------------------------------- setup
@@ -405,10 +406,10 @@ class HDETEngine:
     def _is_healthy(self, *losses: float) -> bool:
         if not all(math.isfinite(x) for x in losses):
             return False
-        factor = self.config.divergence_factor
-        reference = self._last_mean_loss
-        # Decided locally (no extra collective): compared with the ensemble mean gathered at the last converge.
-        if factor and losses and reference is not None and reference > 0 and losses[0] > factor * reference:
+        # Decided locally (no extra collective): compared with ensemble means gathered at earlier converges.
+        if losses and loss_diverged(
+            losses[0], self._last_mean_loss, self._first_mean_loss, self.config.divergence_factor
+        ):
             return False
         # One host sync for all parameters, at a converge only.
         return bool(torch.stack([torch.isfinite(p).all() for p in self._params]).all())
@@ -465,6 +466,8 @@ class HDETEngine:
         good = [float(losses[r]) for r in range(self.world_size) if bool(scored_ranks[r])]
         if good and all(math.isfinite(x) for x in good):
             self._last_mean_loss = sum(good) / len(good)
+            if self._first_mean_loss is None:
+                self._first_mean_loss = self._last_mean_loss
         bases = self._current_bases()
         report = SyncReport(
             step=self.step,
@@ -580,6 +583,7 @@ class HDETEngine:
             "trajectory": self.trajectory,
             "schedule_lrs": list(self._schedule_lrs) if self._schedule_lrs is not None else None,
             "last_mean_loss": self._last_mean_loss,
+            "first_mean_loss": self._first_mean_loss,
             "values_per_step": self.values_per_step,
             "divergence_events": self.divergence_events,
         }
@@ -627,6 +631,7 @@ class HDETEngine:
         if state.get("schedule_lrs") is not None:
             self._schedule_lrs = list(state["schedule_lrs"])
         self._last_mean_loss = state.get("last_mean_loss")
+        self._first_mean_loss = state.get("first_mean_loss")
         self.divergence_events = list(state.get("divergence_events", []))
         self.values_per_step = {k: list(v) for k, v in state.get("values_per_step", {}).items()}
         self.apply_values()

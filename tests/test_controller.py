@@ -115,3 +115,19 @@ def test_reference_gamma_sign_error_documented():
     gamma = reference_gamma(25.0, 1e4, 20)
     assert gamma < 0
     assert (1 - gamma) ** 20 == pytest.approx(1e4 / 25, rel=1e-9)  # grows ~400x instead of decaying
+
+
+def test_loss_diverged_needs_both_the_factor_and_the_first_converges_loss():
+    from hdet_hf.controller import loss_diverged
+
+    # Ordinary regime (mean 4, started near 7): 10x the mean is the test.
+    assert loss_diverged(41.0, last_mean=4.0, first_mean=6.9, factor=10)
+    assert not loss_diverged(39.0, last_mean=4.0, first_mean=6.9, factor=10)
+    # Near-memorised ensemble (mean 0.05): 2.0 is 40x the mean but far below the start, so not diverged;
+    # back above the starting loss it is.
+    assert not loss_diverged(2.0, last_mean=0.05, first_mean=6.9, factor=10)
+    assert loss_diverged(7.5, last_mean=0.05, first_mean=6.9, factor=10)
+    # Off, or nothing to compare with yet.
+    assert not loss_diverged(1e9, last_mean=4.0, first_mean=6.9, factor=0)
+    assert not loss_diverged(1e9, last_mean=None, first_mean=None, factor=10)
+    assert loss_diverged(50.0, last_mean=4.0, first_mean=None, factor=10)
