@@ -44,6 +44,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
@@ -171,6 +172,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="Gradient clipping of the stability runs (0 = off).",
     )
     p.add_argument("--stability_lrs", default="", help="DDP LRs of the stability setting (0.003,0.01,0.03).")
+    p.add_argument(
+        "--stability_optim",
+        default="adamw_torch",
+        help="Trainer --optim of the stability runs (e.g. sgd: no adaptive step to absorb a too-high LR).",
+    )
     p.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--_work_dir", default="", help=argparse.SUPPRESS)
     return p
@@ -394,6 +400,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
     from hdet_hf import HDETTrainer, HDETTrainingArguments
     from hdet_hf.config import HDETConfig
     from hdet_hf.data import build_default_model, load_default_task
+    from hdet_hf.engine import HDETDivergenceError
     from hdet_hf.process import finish_distributed
 
     transformers.logging.set_verbosity_error()
@@ -495,6 +502,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
         )
         if spec.setting == "stability":
             targs["max_grad_norm"] = args.stability_max_grad_norm
+            targs["optim"] = args.stability_optim
         if hdet is not None:
             targs.update(hdet=True, **{f"hdet_{k}": v for k, v in hdet.items()})
             trainer_cls = HDETTrainer
@@ -507,9 +515,14 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
         trainer = trainer_cls(model=model, args=training_args, train_dataset=train_ds, callbacks=[recorder])
         recorder.trainer = trainer
         t0 = time.time()
-        out = trainer.train()
+        stopped = None
+        try:
+            out = trainer.train()
+        except HDETDivergenceError as error:
+            # Raised on every rank at the same converge: the run ended with no healthy replica left.
+            stopped, out = str(error), SimpleNamespace(training_loss=float("nan"))
         train_s = time.time() - t0
-        metrics = trainer.evaluate(eval_dataset=eval_ds)
+        metrics = {} if stopped else trainer.evaluate(eval_dataset=eval_ds)
         wall = time.time() - t0
         eval_loss = float(metrics.get("eval_loss", float("nan")))
         engine = getattr(trainer, "hdet_engine", None)
@@ -532,6 +545,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             "tokens_per_step": args.batch_size * world * args.block_size,
             "train_s": round(train_s, 1),
             "wall_s": round(wall, 1),
+            "stopped": stopped,
         }
         if engine is not None:
             base = [row[0] for row in engine.lr_per_step[:steps]]
@@ -644,8 +658,11 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
                 controller="ddp",
             )
         )
-    diverging = [lr for lr in stab_lrs if (done.get(sweep_name(lr, "stability")) or {}).get("diverged")]
-    hdet_lr = agree(min(diverging) if diverging else stab_lrs[-1])
+    stab_records = {lr: done.get(sweep_name(lr, "stability")) or {} for lr in stab_lrs}
+    diverging = [lr for lr, r in stab_records.items() if r.get("diverged")]
+    # The LR where DDP really diverged (non-finite) if any, else where it collapsed to the unigram loss.
+    non_finite = [lr for lr in diverging if loss_of(stab_records[lr]) == math.inf]
+    hdet_lr = agree(min(non_finite) if non_finite else min(diverging) if diverging else stab_lrs[-1])
     for spec in plan_stability(args, hdet_lr):
         execute(spec)
     finish_distributed()
