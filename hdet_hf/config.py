@@ -213,6 +213,20 @@ class HDETConfig:
             "loss test (non-finite values are always caught)."
         },
     )
+    outer_lr: float = field(
+        default=1.0,
+        metadata={
+            "help": "Outer step size at each regular converge (DiLoCo's outer SGD on anchor - average, anchor = "
+            "the previous converge's parameters). 1 with --hdet_outer_momentum 0 is plain averaging (default)."
+        },
+    )
+    outer_momentum: float = field(
+        default=0.0,
+        metadata={
+            "help": "Nesterov momentum of the outer step in [0, 1) (DiLoCo uses 0.9 with --hdet_outer_lr 0.7). "
+            "Keeps two extra copies of the parameters per process."
+        },
+    )
     average_optimizer_state: bool = field(
         default=False,
         metadata={
@@ -349,6 +363,16 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('divergence_factor')} must be 0 (off) or a finite number > 1, but got "
                 f"{self.divergence_factor!r}: at <= 1 an ordinary replica would count as diverged. Use e.g. 10."
+            )
+        if not (math.isfinite(self.outer_lr) and self.outer_lr > 0):
+            raise ValueError(
+                f"{_flag('outer_lr')} must be a positive finite number, but got {self.outer_lr!r}. Use 1 for "
+                "plain averaging or e.g. 0.7 (DiLoCo)."
+            )
+        if not 0.0 <= self.outer_momentum < 1.0:
+            raise ValueError(
+                f"{_flag('outer_momentum')} must be in [0, 1), but got {self.outer_momentum!r}. Use 0 for plain "
+                "averaging or e.g. 0.9 (DiLoCo)."
             )
         if not self.bucket_size_mb > 0:
             raise ValueError(f"{_flag('bucket_size_mb')} must be > 0 MiB, but got {self.bucket_size_mb!r}.")

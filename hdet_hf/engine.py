@@ -36,6 +36,7 @@ from .collectives import broadcast_tensors_, fused_average_
 from .config import HDETConfig
 from .controller import ControllerSettings, ControllerState, controller_step, loss_diverged
 from .hyperparameters import Hyperparameter
+from .outer import outer_nesterov_step_
 from .spread import permuted_multipliers, shared_permutation
 
 __all__ = ["HDETEngine", "SyncReport", "HDETDivergenceError", "STATE_VERSION"]
@@ -203,6 +204,10 @@ class HDETEngine:
         # Ensemble mean loss at the previous converge: the reference for the divergence test.
         self._last_mean_loss: float | None = None
         self._first_mean_loss: float | None = None  # the divergence test's floor (see `loss_diverged`)
+        # DiLoCo outer step (off at lr 1, momentum 0): parameters at the last regular converge and momentum.
+        self._outer_enabled = config.outer_lr != 1.0 or config.outer_momentum != 0.0
+        self._outer_anchors: list[torch.Tensor] | None = None
+        self._outer_momenta: list[torch.Tensor] | None = None
         self.divergence_events: list[dict[str, Any]] = []
 
     # ----------------------------------------------------------------------------------------- setup
@@ -479,6 +484,8 @@ class HDETEngine:
             excluded_ranks=excluded,
             scale={n: self.controllers[n].scale for n in names},
         )
+        if regular and self._outer_enabled:
+            self._outer_step()
         if regular:
             if self.controller_active() and bool(scored_ranks.any()):
                 report.controller_active = True
@@ -516,6 +523,17 @@ class HDETEngine:
                 )
         self.last_report = report
         return report
+
+    def _outer_step(self) -> None:
+        params = [p.data for p in self._params]
+        if self._outer_anchors is None or self._outer_momenta is None:
+            # First regular converge: nothing to extrapolate from yet; the average becomes the anchor.
+            self._outer_anchors = [p.clone() for p in params]
+            self._outer_momenta = [torch.zeros_like(p) for p in params]
+            return
+        outer_nesterov_step_(
+            params, self._outer_anchors, self._outer_momenta, self.config.outer_lr, self.config.outer_momentum
+        )
 
     def _record_divergence(
         self, excluded: list[int], losses: torch.Tensor, gathered: dict[str, list[float]], healthy: bool
@@ -584,6 +602,8 @@ class HDETEngine:
             "schedule_lrs": list(self._schedule_lrs) if self._schedule_lrs is not None else None,
             "last_mean_loss": self._last_mean_loss,
             "first_mean_loss": self._first_mean_loss,
+            "outer_anchors": self._outer_anchors,
+            "outer_momenta": self._outer_momenta,
             "values_per_step": self.values_per_step,
             "divergence_events": self.divergence_events,
         }
@@ -632,6 +652,10 @@ class HDETEngine:
             self._schedule_lrs = list(state["schedule_lrs"])
         self._last_mean_loss = state.get("last_mean_loss")
         self._first_mean_loss = state.get("first_mean_loss")
+        for name in ("outer_anchors", "outer_momenta"):
+            saved = state.get(name)
+            device = self._params[0].device if self._params else None
+            setattr(self, f"_{name}", [t.to(device) for t in saved] if saved is not None else None)
         self.divergence_events = list(state.get("divergence_events", []))
         self.values_per_step = {k: list(v) for k, v in state.get("values_per_step", {}).items()}
         self.apply_values()

@@ -317,6 +317,8 @@ CASES: list[ErrorCase] = [
         "--hdet_controller_temperature", "inf", match=r"--hdet_controller_temperature must be a positive.*inf"
     ),
     _flags("--hdet_controller_lr", "-0.5", match=r"--hdet_controller_lr must be >= 0, but got -0.5"),
+    _flags("--hdet_outer_lr", "0", match=r"--hdet_outer_lr must be a positive finite number, but got 0"),
+    _flags("--hdet_outer_momentum", "1.0", match=r"--hdet_outer_momentum must be in \[0, 1\), but got 1.0"),
     _flags(
         "--hdet_controller_momentum", "1.0", match=r"--hdet_controller_momentum must be in \[0, 1\).*got 1.0"
     ),

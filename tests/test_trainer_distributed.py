@@ -115,9 +115,15 @@ def test_hdet_off_is_exactly_the_plain_trainer(tmp_path):
     assert hdet_off[0]["is_ddp"] and hdet_off[0]["engine"] is None
 
 
-def test_resume_mid_run_reproduces_the_uninterrupted_run(tmp_path):
+# The default (shared) and local mode with the DiLoCo outer step, whose anchor and momentum must resume too.
+OUTER = ["--hdet_gradient_sync", "local", "--hdet_outer_lr", "0.7", "--hdet_outer_momentum", "0.9"]
+
+
+@pytest.mark.parametrize("extra", [[], OUTER], ids=["default", "local_outer"])
+def test_resume_mid_run_reproduces_the_uninterrupted_run(tmp_path, extra):
     # save_steps=3 is not on the sync grid (T=2): the save forces a converge, in both runs alike.
     flags = [
+        *extra,
         "--hdet",
         "--hdet_sync_interval",
         "2",
@@ -143,6 +149,14 @@ def test_resume_mid_run_reproduces_the_uninterrupted_run(tmp_path):
         assert a["engine"]["trajectory"] == b["engine"]["trajectory"]
         assert a["lrs"][3:] == b["lrs"]  # the resumed run ran steps 4..8 at the same LRs
     assert any(t["controller_active"] for t in full[0]["engine"]["trajectory"])
+    if extra:
+        # The outer step keeps the replicas bit-identical after every converge.
+        for step in (2, 4, 6, 8):
+            assert torch.equal(full[0]["params_after"][step], full[1]["params_after"][step])
+        # The outer steps ran on real outer gradients (anchor - average != 0), identically on both ranks.
+        momenta = [r["engine"]["outer_momenta"] for r in full]
+        assert any(float(m.abs().max()) > 0 for m in momenta[0])
+        assert all(torch.equal(a, b) for a, b in zip(*momenta))
 
 
 def test_bf16_gradient_accumulation_clipping_and_eval(tmp_path):
