@@ -304,6 +304,21 @@ def plan_hdet(
         gradient_sync="local",
         sync_interval=short,
     )
+    # Risk 2, third remedy: DiLoCo's outer Nesterov step on the averaged update (outer lr 0.7, momentum 0.9).
+    if "outer_lr" in supported:
+        for suffix, outer_lr, outer_momentum in (("", 0.7, 0.9), ("_lr1_m0.5", 1.0, 0.5)):
+            add(
+                f"local_fixed_best_outer{suffix}",
+                "risks",
+                "best",
+                "fixed",
+                f"outer Nesterov step (lr {outer_lr:g}, momentum {outer_momentum:g}; DiLoCo: 0.7, 0.9)",
+                gradient_sync="local",
+                outer_lr=outer_lr,
+                outer_momentum=outer_momentum,
+            )
+    else:
+        skipped.append("--hdet_outer_lr (not in this hdet_hf yet)")
     # What the spread costs at a fixed LR (spread 0 in shared mode is DDP: a check of the baseline).
     add(
         "shared_fixed_best_s0",
