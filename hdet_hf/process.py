@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import socket
+import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch.distributed as dist
 
-__all__ = ["finish_distributed", "offline_cpu_env", "torchrun_command"]
+__all__ = ["finish_distributed", "offline_cpu_env", "torchrun_command", "relaunch_as_workers"]
 
 # What every CPU/gloo launch of our scripts and tests sets: nothing from the Hub, no GPU picked up from the
 # caller's environment (the runs are CPU by design), no tokenizer thread pools fighting the ranks for cores.
@@ -85,3 +89,21 @@ def finish_distributed(exit_code: int = 0) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(exit_code)
+
+
+def relaunch_as_workers(
+    script: str | Path, nproc: int, argv: Sequence[str], repo: str | Path, work_prefix: str = "hdet_"
+) -> tuple[int, float]:
+    """Run ``script argv --_worker --_work_dir DIR`` on ``nproc`` local CPU processes and wait.
+
+    The benchmark scripts start themselves this way: run plainly, they relaunch under torchrun with a
+    scratch folder (removed afterwards) and ``repo`` on the path. Returns (exit code, wall seconds).
+    """
+    work_dir = tempfile.mkdtemp(prefix=work_prefix)
+    cmd = torchrun_command(Path(script).resolve(), nproc, [*argv, "--_worker", "--_work_dir", work_dir])
+    start = time.time()
+    try:
+        code = subprocess.call(cmd, env=offline_cpu_env(threads=1, pythonpath=repo))
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    return code, round(time.time() - start, 1)

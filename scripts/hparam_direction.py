@@ -49,9 +49,7 @@ import os
 import platform
 import shlex
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -775,24 +773,14 @@ def machine_info() -> str:
 
 
 def launch(argv: list[str], args: argparse.Namespace) -> int:
-    from hdet_hf.process import offline_cpu_env, torchrun_command
+    from hdet_hf.process import relaunch_as_workers
 
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     results = out_dir / RESULTS_JSONL
     if not (args.resume or args.configs) and results.exists():
         results.replace(out_dir / (RESULTS_JSONL + ".prev"))
-    work_dir = tempfile.mkdtemp(prefix="hdet_hparams_")
-    env = offline_cpu_env(threads=1, pythonpath=REPO)
-    cmd = torchrun_command(
-        Path(__file__).resolve(), args.num_processes, [*argv, "--_worker", "--_work_dir", work_dir]
-    )
-    t0 = time.time()
-    try:
-        rc = subprocess.call(cmd, env=env)
-    finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
-    wall = round(time.time() - t0, 1)
+    rc, wall = relaunch_as_workers(__file__, args.num_processes, argv, REPO, work_prefix="hdet_hparams_")
     meta = {
         "command": " ".join(["python scripts/hparam_direction.py", *(shlex.quote(a) for a in argv)]),
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
