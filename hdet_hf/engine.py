@@ -454,7 +454,8 @@ class HDETEngine:
             # Every rank sees the same (zero) count, so every rank stops here, before anything is saved.
             raise HDETDivergenceError(
                 f"Every HDET replica diverged by step {self.step} (non-finite loss or parameters, or loss above "
-                f"{self.config.divergence_factor}x the last ensemble mean): nothing healthy to average. "
+                f"{self.config.divergence_factor}x the last ensemble mean and above the first converge's): nothing "
+                "healthy to average. "
                 "Training stopped; earlier checkpoints are untouched. Lower --learning_rate or --hdet_lr_spread."
             ) from error
         losses, signal = stats[:, 0], stats[:, 1]
@@ -652,10 +653,10 @@ class HDETEngine:
             self._schedule_lrs = list(state["schedule_lrs"])
         self._last_mean_loss = state.get("last_mean_loss")
         self._first_mean_loss = state.get("first_mean_loss")
-        for name in ("outer_anchors", "outer_momenta"):
-            saved = state.get(name)
-            device = self._params[0].device if self._params else None
-            setattr(self, f"_{name}", [t.to(device) for t in saved] if saved is not None else None)
+        device = self._params[0].device if self._params else None
+        anchors, momenta = state.get("outer_anchors"), state.get("outer_momenta")
+        self._outer_anchors = [t.to(device) for t in anchors] if anchors is not None else None
+        self._outer_momenta = [t.to(device) for t in momenta] if momenta is not None else None
         self.divergence_events = list(state.get("divergence_events", []))
         self.values_per_step = {k: list(v) for k, v in state.get("values_per_step", {}).items()}
         self.apply_values()
