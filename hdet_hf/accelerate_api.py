@@ -14,6 +14,7 @@ from torch import nn
 
 from .config import HDETConfig
 from .engine import HDETEngine, SyncReport
+from .process import check_launch_seen
 from .schedulers import HDETLRScheduler
 
 __all__ = ["HDETAccelerate"]
@@ -54,6 +55,12 @@ class HDETAccelerate:
         self.lr_scheduler: HDETLRScheduler | None = None
         self.model: nn.Module | None = None
         config.check_run_length(total_steps)
+        if enabled:
+            check_launch_seen(
+                accelerator.num_processes,
+                "the Accelerator",
+                "On a machine without GPUs create it with Accelerator(cpu=True), or set ACCELERATE_USE_CPU=1.",
+            )
 
     def prepare(
         self,
@@ -92,16 +99,20 @@ class HDETAccelerate:
             self.engine.broadcast_from_rank0()
         return (model, optimizer, *rest, self.lr_scheduler)
 
-    def step(self, loss: torch.Tensor | float) -> SyncReport | None:
-        """Call after ``optimizer.step()`` on every micro-batch; counts only real optimizer steps."""
+    def step(self, loss: torch.Tensor | float, num_items: torch.Tensor | int | None = None) -> SyncReport | None:
+        """Call after ``optimizer.step()`` on every micro-batch; counts only real optimizer steps.
+
+        ``loss`` is this micro-batch's mean loss (as the model returns it). Pass ``num_items`` (e.g. its
+        labelled tokens, ``(labels != -100).sum()``) when batches are ragged: replicas are then compared on
+        their per-token mean over the interval instead of the mean of per-batch means.
+        """
         if not self.enabled:
             return None
         if self.engine is None:
             raise RuntimeError(
                 "HDETAccelerate.step() was called before prepare(): call hdet.prepare(model, ...) first"
             )
-        steps = max(self.accelerator.gradient_accumulation_steps, 1)
-        self.engine.add_loss(loss / steps if steps > 1 else loss)
+        self.engine.add_loss(loss, 1.0 if num_items is None else num_items)
         if not self.accelerator.sync_gradients:
             return None
         report = self.engine.end_step()

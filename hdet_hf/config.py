@@ -24,7 +24,7 @@ __all__ = [
 GRADIENT_SYNC_MODES = ("local", "shared")
 CONTROLLER_UPDATES = ("multiplicative", "additive")
 TEMPERATURE_MODES = ("adaptive", "fixed")
-CONTROLLER_SIGNALS = ("train_loss", "probe")
+CONTROLLER_SIGNALS = ("train_loss", "probe", "averaged_probe")
 # Hyperparameters besides the LR, each with `<name>_spread` and `<name>_auto` fields.
 OTHER_HYPERPARAMETERS = ("weight_decay", "dropout", "label_smoothing", "attention_temperature")
 # Those that change a replica only through its gradient (so only `local` mode can explore them).
@@ -187,13 +187,25 @@ class HDETConfig:
             "help": "What the controller compares. 'train_loss': each rank's mean training loss since the last "
             "converge (the paper; replicas see different data, so the comparison is noisy). 'probe': every "
             "replica is scored on one shared probe batch just before the converge, a paired comparison "
-            "(HDETTrainer takes it from the eval set, else the train set; costs one forward per converge).",
+            "(HDETTrainer takes it from the eval set, else the train set; costs one forward per converge). "
+            "'averaged_probe': like 'probe', but each replica is scored at the average of its own weights over "
+            "the interval (iterate averaging stands in for the LR cool-down that the end of the run applies; "
+            "costs one copy of the trainable parameters and one in-place update per step).",
             "choices": list(CONTROLLER_SIGNALS),
         },
     )
     probe_size: int = field(
         default=32,
         metadata={"help": "Examples in the shared probe batch for --hdet_controller_signal probe."},
+    )
+    explore_until: float = field(
+        default=1.0,
+        metadata={
+            "help": "Where exploration ends: a fraction of the run in (0, 1], or an integer step >= 1. From "
+            "there on the controller stops moving the base values and every spread is 0, so the rest of the "
+            "run is plain data-parallel training on the base schedule found so far (in shared mode exactly "
+            "DDP). 1 explores to the last step (the paper)."
+        },
     )
     sync_warmup_steps: float = field(
         default=0.0,
@@ -314,6 +326,14 @@ class HDETConfig:
                     "in each replica, so there would be nothing to compare. Add "
                     f"{_flag('gradient_sync')} local (only the LR and weight decay can be explored in shared mode)."
                 )
+        until = self.explore_until
+        if not (isinstance(until, (int, float)) and math.isfinite(until) and until > 0) or (
+            until > 1 and until != int(until)
+        ):
+            raise ValueError(
+                f"{_flag('explore_until')} must be a fraction of the run in (0, 1] or an integer step >= 1, but "
+                f"got {until!r}. Use e.g. 0.8, or 1 to explore to the end."
+            )
         for name in ("auto_lr_warmup_steps", "sync_warmup_steps"):
             warmup = getattr(self, name)
             if not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0) or (
@@ -388,6 +408,11 @@ class HDETConfig:
         """A warm-up (``auto_lr_warmup_steps`` or ``sync_warmup_steps``) in optimizer steps for ``total_steps``."""
         warmup = getattr(self, name)
         return int(warmup) if warmup >= 1 else int(round(warmup * total_steps))
+
+    def resolve_explore_until(self, total_steps: int) -> int:
+        """The step after which exploration stops (``total_steps`` when it never stops)."""
+        until = self.explore_until
+        return total_steps if until == 1 else int(until) if until > 1 else int(round(until * total_steps))
 
     def check_run_length(self, total_steps: int) -> None:
         """Refuse settings that cannot work for a run of ``total_steps`` optimizer steps (before any work)."""

@@ -4,7 +4,7 @@ It decides *when* (every ``sync_interval`` optimizer steps, plus forced converge
 saving and at the end) and keeps HDET's state; the math lives in `spread`/`controller` and every
 collective in `collectives`. The shells call, per optimizer step:
 
-    engine.add_loss(loss)          # every micro-batch; summed into this step's loss
+    engine.add_loss(loss, weight)  # every micro-batch: its mean loss over `weight` items (labelled tokens)
     optimizer.step()
     report = engine.end_step()     # counts the step; converges (and runs the controller) on the grid
     engine.apply_lr(schedule_lrs)  # base LR x controller scale x this rank's multiplier, per param group
@@ -43,7 +43,8 @@ __all__ = ["HDETEngine", "SyncReport", "HDETDivergenceError", "STATE_VERSION"]
 
 logger = logging.getLogger(__name__)
 
-STATE_VERSION = 1
+# 2: the window loss became an item-weighted mean ("loss_weight" added); version 1 states are migrated.
+STATE_VERSION = 2
 LR = "lr"
 
 
@@ -164,6 +165,8 @@ class HDETEngine:
                 stacklevel=2,
             )
         self.warmup_steps = config.resolve_warmup_steps(total_steps)
+        # After this step the controller stops and every spread is 0 (`explore_until`).
+        self.explore_until_step = config.resolve_explore_until(total_steps)
         self.sync_warmup_steps = (
             config.resolve_warmup_steps(total_steps, "sync_warmup_steps")
             if config.gradient_sync == "local"
@@ -192,8 +195,11 @@ class HDETEngine:
         self.values_per_step: dict[str, list[float]] = {}
         self.step = 0
         self.steps_since_sync = 0  # identical on every rank (drives forced converges)
+        # The window's score is an item-weighted mean: sum of (micro-batch mean loss x its labelled items)
+        # over the summed items, so ranks with ragged batches are compared per token, not per batch.
         self._loss_sum = torch.zeros((), dtype=torch.float64)
-        # Steps in _loss_sum: a replica reset at a forced converge restarts its sum, not the interval.
+        self._loss_weight = torch.zeros((), dtype=torch.float64)
+        # Steps in the window's sums: a replica reset at a forced converge restarts its sums, not the interval.
         self._loss_steps = 0
         # Reset after diverging in this interval: its loss no longer describes its multiplier.
         self._diverged_in_interval = False
@@ -209,6 +215,9 @@ class HDETEngine:
         self._outer_anchors: list[torch.Tensor] | None = None
         self._outer_momenta: list[torch.Tensor] | None = None
         self.divergence_events: list[dict[str, Any]] = []
+        # `averaged_probe`: the running mean of this replica's parameters since the last converge.
+        self._window_average: list[torch.Tensor] | None = None
+        self._window_average_count = 0
 
     # ----------------------------------------------------------------------------------------- setup
     @staticmethod
@@ -313,14 +322,17 @@ class HDETEngine:
                 hparam.setter(self.value(name))
 
     # ------------------------------------------------------------------------------------- values
-    def multiplier(self, name: str = LR, rank: int | None = None) -> float:
+    def multiplier(self, name: str = LR, rank: int | None = None, step: int | None = None) -> float:
+        """``rank``'s multiplier (this rank's by default) at optimizer ``step`` (by default the next one)."""
         rank = self.rank if rank is None else rank
-        return self.multipliers(name)[rank]
+        return self.multipliers(name, step)[rank]
 
-    def multipliers(self, name: str = LR) -> list[float]:
+    def multipliers(self, name: str = LR, step: int | None = None) -> list[float]:
         if name == LR and LR not in self.hparams:
             name = self.group_hparam[0]
-        return permuted_multipliers(self.world_size, self.hparams[name].spread, self.permutations[name])
+        step = self.step + 1 if step is None else step
+        spread = self.hparams[name].spread if step <= self.explore_until_step else 0.0
+        return permuted_multipliers(self.world_size, spread, self.permutations[name])
 
     def lr_values(self, schedule_lrs: list[float]) -> list[float]:
         """This rank's LR per param group for the next step, and record the base LRs (for metadata/replay)."""
@@ -347,21 +359,36 @@ class HDETEngine:
         return values
 
     # ----------------------------------------------------------------------------------- per step
-    def add_loss(self, loss: torch.Tensor | float) -> None:
-        """Add this micro-batch's contribution to the current step's loss (no host sync on accelerators)."""
-        if isinstance(loss, torch.Tensor):
-            loss = loss.detach()
-            if self._loss_sum.device != loss.device:
-                self._loss_sum = self._loss_sum.to(loss.device)
-            self._loss_sum += loss.to(torch.float64)
-        else:
-            self._loss_sum += float(loss)
+    def add_loss(self, loss: torch.Tensor | float, weight: torch.Tensor | float = 1.0) -> None:
+        """Add one micro-batch's mean loss over ``weight`` items (labelled tokens, examples) to the window.
+
+        The converge compares ranks on the item-weighted mean over the window. A micro-batch with weight 0
+        (nothing labelled) is skipped, whatever its loss (0/0 gives NaN). No host sync on accelerators.
+        """
+        device = loss.device if isinstance(loss, torch.Tensor) else self._loss_sum.device
+        if self._loss_sum.device != device:
+            self._loss_sum = self._loss_sum.to(device)
+            self._loss_weight = self._loss_weight.to(device)
+        loss = torch.as_tensor(loss.detach() if isinstance(loss, torch.Tensor) else loss, device=device)
+        weight = torch.as_tensor(
+            weight.detach() if isinstance(weight, torch.Tensor) else weight, device=device
+        ).to(torch.float64)
+        counted = weight > 0
+        self._loss_sum += torch.where(counted, loss.to(torch.float64) * weight, 0.0)
+        self._loss_weight += torch.where(counted, weight, 0.0)
+
+    def _reset_window_loss(self) -> None:
+        self._loss_sum.zero_()
+        self._loss_weight.zero_()
+        self._loss_steps = 0
 
     def end_step(self) -> SyncReport | None:
         """Count one optimizer step; converge when it lands on the grid (or is the run's last step)."""
         self.step += 1
         self.steps_since_sync += 1
         self._loss_steps += 1
+        if self.config.controller_signal == "averaged_probe" and self.step <= self.explore_until_step:
+            self._update_window_average()
         for name, hparam in self.hparams.items():
             if not hparam.is_lr:
                 self.values_per_step.setdefault(name, []).append(self.base_value(name))
@@ -390,9 +417,37 @@ class HDETEngine:
                 group=self.group,
             )
 
+    @torch.no_grad()
+    def _update_window_average(self) -> None:
+        """Fold this step's parameters into the running mean of the interval's iterates."""
+        params = [p.data for p in self._params]
+        if self._window_average is None:
+            self._window_average = [p.clone() for p in params]
+        self._window_average_count += 1
+        if self._window_average_count == 1:
+            torch._foreach_copy_(self._window_average, params)
+        else:
+            torch._foreach_lerp_(self._window_average, params, 1.0 / self._window_average_count)
+
+    def _probe(self) -> float:
+        """This replica's probe loss: at its current weights, or (`averaged_probe`) at its interval mean."""
+        assert self.probe_fn is not None
+        if self.config.controller_signal != "averaged_probe" or not self._window_average_count:
+            return float(self.probe_fn())
+        assert self._window_average is not None
+        current = [p.data for p in self._params]
+        try:
+            # Swap storage, not values: no extra copy of the parameters while the probe runs.
+            for p, average in zip(self._params, self._window_average):
+                p.data = average
+            return float(self.probe_fn())
+        finally:
+            for p, own in zip(self._params, current):
+                p.data = own
+
     def controller_active(self, name: str | None = None) -> bool:
         """Whether the controller moves ``name`` now (any hyperparameter if None)."""
-        if self.step < self.warmup_steps:
+        if self.step < self.warmup_steps or self.step > self.explore_until_step:
             return False
         names = [name] if name is not None else list(self.hparams)
         return any(self.hparams[n].auto for n in names)
@@ -408,12 +463,13 @@ class HDETEngine:
                         tensors.append(value)
         return tensors
 
-    def _is_healthy(self, *losses: float) -> bool:
-        if not all(math.isfinite(x) for x in losses):
+    def _is_healthy(self, window_loss: float | None, probe_loss: float | None = None) -> bool:
+        """Finite loss(es) and parameters, and a window loss that passes the divergence test (None: no score)."""
+        if not all(math.isfinite(x) for x in (window_loss, probe_loss) if x is not None):
             return False
         # Decided locally (no extra collective): compared with ensemble means gathered at earlier converges.
-        if losses and loss_diverged(
-            losses[0], self._last_mean_loss, self._first_mean_loss, self.config.divergence_factor
+        if window_loss is not None and loss_diverged(
+            window_loss, self._last_mean_loss, self._first_mean_loss, self.config.divergence_factor
         ):
             return False
         # One host sync for all parameters, at a converge only.
@@ -425,17 +481,27 @@ class HDETEngine:
         forced ones (before evaluation/saving, at the end) only average, so every saved or evaluated
         model is the ensemble mean without changing the exploration schedule."""
         names = list(self.hparams)
-        mean_loss = float(self._loss_sum) / self._loss_steps if self._loss_steps else float("nan")
-        use_probe = regular and self.config.controller_signal == "probe" and self.controller_active()
+        # No labelled item in the window (or no step): no score, which is not a divergence.
+        weight = float(self._loss_weight)
+        has_score = self._loss_steps > 0 and weight > 0
+        mean_loss = float(self._loss_sum) / weight if has_score else float("nan")
+        use_probe = (
+            regular and self.config.controller_signal in ("probe", "averaged_probe") and self.controller_active()
+        )
         if use_probe and self.probe_fn is None:
-            raise RuntimeError("controller_signal='probe' needs engine.probe_fn; HDETTrainer sets it")
+            raise RuntimeError(
+                f"controller_signal={self.config.controller_signal!r} needs engine.probe_fn; HDETTrainer sets it"
+            )
         # Scored before averaging: the probe compares the replicas that the interval produced.
-        probe_loss = float(self.probe_fn()) if use_probe else mean_loss
-        healthy = self._is_healthy(mean_loss, probe_loss) if self._loss_steps else self._is_healthy()
-        # Averaging uses `healthy` (now); the controller also drops a replica reset earlier in this interval.
-        scored = healthy and not self._diverged_in_interval
+        probe_loss = self._probe() if use_probe else mean_loss
+        self._window_average_count = 0
+        healthy = self._is_healthy(mean_loss if has_score else None, probe_loss if use_probe else None)
+        # Averaging uses `healthy` (now); the controller also drops a replica reset earlier in this interval,
+        # and one with nothing to compare.
+        scored = healthy and not self._diverged_in_interval and math.isfinite(probe_loss)
         own = torch.tensor(
-            [mean_loss, probe_loss, float(healthy), float(scored)] + [self.multiplier(n) for n in names],
+            [mean_loss, probe_loss, float(healthy), float(scored)]
+            + [self.multiplier(n, step=self.step) for n in names],
             dtype=torch.float64,
         )
         try:
@@ -466,8 +532,7 @@ class HDETEngine:
             self._record_divergence(excluded, losses, gathered, healthy)
         if not healthy:
             # This replica now holds the average: its diverged loss must not be counted again.
-            self._loss_sum.zero_()
-            self._loss_steps = 0
+            self._reset_window_loss()
             self._diverged_in_interval = True
         good = [float(losses[r]) for r in range(self.world_size) if bool(scored_ranks[r])]
         if good and all(math.isfinite(x) for x in good):
@@ -510,8 +575,7 @@ class HDETEngine:
                 self.permutations[name] = shared_permutation(self.world_size, self.generator)
             self.apply_values()
             self.trajectory.append(report.to_dict())
-            self._loss_sum.zero_()
-            self._loss_steps = 0
+            self._reset_window_loss()
             self._diverged_in_interval = False
             self.steps_since_sync = 0
             if self.rank == 0:
@@ -591,6 +655,7 @@ class HDETEngine:
             "step": self.step,
             "steps_since_sync": self.steps_since_sync,
             "loss_sum": float(self._loss_sum),
+            "loss_weight": float(self._loss_weight),
             "loss_steps": self._loss_steps,
             "diverged_in_interval": self._diverged_in_interval,
             "generator_state": self.generator.get_state(),
@@ -607,6 +672,8 @@ class HDETEngine:
             "outer_momenta": self._outer_momenta,
             "values_per_step": self.values_per_step,
             "divergence_events": self.divergence_events,
+            "window_average": self._window_average,
+            "window_average_count": self._window_average_count,
         }
 
     def load_state_dict(self, state: dict[str, Any], elastic: bool = False) -> list[str]:
@@ -618,6 +685,9 @@ class HDETEngine:
         accumulator restarts (its replicas no longer map one to one).
         """
         version = state.get("version")
+        if version == 1:
+            state = _migrate_state_v1(state)
+            version = state["version"]
         if version != STATE_VERSION:
             raise ValueError(f"Expected HDET state version {STATE_VERSION}, but got {version!r}")
         resized = state["world_size"] != self.world_size
@@ -630,9 +700,9 @@ class HDETEngine:
         self.step = int(state["step"])
         self.generator.set_state(state["generator_state"])
         if resized:
-            self.steps_since_sync = self._loss_steps = 0
+            self.steps_since_sync = 0
+            self._reset_window_loss()
             self._diverged_in_interval = False
-            self._loss_sum = torch.zeros((), dtype=torch.float64, device=self._loss_sum.device)
             self.permutations = {k: shared_permutation(self.world_size, self.generator) for k in self.hparams}
             notes.append(
                 f"world size {state['world_size']} -> {self.world_size}: multipliers recomputed "
@@ -642,9 +712,9 @@ class HDETEngine:
             self.steps_since_sync = int(state["steps_since_sync"])
             self._loss_steps = int(state.get("loss_steps", self.steps_since_sync))
             self._diverged_in_interval = bool(state.get("diverged_in_interval", False))
-            self._loss_sum = torch.tensor(
-                float(state["loss_sum"]), dtype=torch.float64, device=self._loss_sum.device
-            )
+            device = self._loss_sum.device
+            self._loss_sum = torch.tensor(float(state["loss_sum"]), dtype=torch.float64, device=device)
+            self._loss_weight = torch.tensor(float(state["loss_weight"]), dtype=torch.float64, device=device)
             self.permutations = {k: list(v) for k, v in state["permutations"].items()}
         self.controllers = {k: ControllerState(**v) for k, v in state["controllers"].items()}
         self.lr_per_step = [list(row) for row in state["lr_per_step"]]
@@ -658,6 +728,10 @@ class HDETEngine:
         self._outer_anchors = [t.to(device) for t in anchors] if anchors is not None else None
         self._outer_momenta = [t.to(device) for t in momenta] if momenta is not None else None
         self.divergence_events = list(state.get("divergence_events", []))
+        average = state.get("window_average")
+        if average is not None and not resized:
+            self._window_average = [t.to(device) for t in average]
+            self._window_average_count = int(state.get("window_average_count", 0))
         self.values_per_step = {k: list(v) for k, v in state.get("values_per_step", {}).items()}
         self.apply_values()
         return notes
@@ -698,3 +772,13 @@ class HDETEngine:
             "divergence_events": self.divergence_events,
             "values_per_step": self.values_per_step,
         }
+
+
+def _migrate_state_v1(state: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 summed one unweighted mean loss per step: the same mean with weight 1 per step."""
+    migrated = dict(state)
+    steps = int(state.get("loss_steps", state.get("steps_since_sync", 0)))
+    migrated["loss_steps"] = steps
+    migrated["loss_weight"] = float(steps)
+    migrated["version"] = 2
+    return migrated

@@ -13,9 +13,18 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
 import torch.distributed as dist
 
-__all__ = ["finish_distributed", "offline_cpu_env", "torchrun_command", "relaunch_as_workers"]
+__all__ = [
+    "finish_distributed",
+    "offline_cpu_env",
+    "torchrun_command",
+    "relaunch_as_workers",
+    "launched_world_size",
+    "accelerator_available",
+    "check_launch_seen",
+]
 
 # What every CPU/gloo launch of our scripts and tests sets: nothing from the Hub, no GPU picked up from the
 # caller's environment (the runs are CPU by design), no tokenizer thread pools fighting the ranks for cores.
@@ -28,6 +37,36 @@ OFFLINE_CPU_ENV = {
     "CUDA_VISIBLE_DEVICES": "",
     "ACCELERATE_USE_CPU": "true",
 }
+
+
+def launched_world_size() -> int:
+    """Processes the launcher started (``WORLD_SIZE`` from torchrun / ``accelerate launch``); 1 if none."""
+    try:
+        return max(int(os.environ.get("WORLD_SIZE", "1")), 1)
+    except ValueError:
+        return 1
+
+
+def accelerator_available() -> bool:
+    """Whether torch sees a GPU or other accelerator (CUDA, XPU, MPS, ...)."""
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and hasattr(accelerator, "is_available"):
+        return bool(accelerator.is_available())
+    return torch.cuda.is_available()
+
+
+def check_launch_seen(seen_world_size: int, what: str, fix: str) -> None:
+    """Refuse a run whose launcher started N processes while ``what`` sees a different number.
+
+    Every rank would otherwise train alone on all the data, with no gradient sync, and write every file:
+    HDET would explore nothing while reporting N replicas.
+    """
+    launched = launched_world_size()
+    if launched > 1 and seen_world_size != launched:
+        raise RuntimeError(
+            f"HDET was launched on {launched} processes (WORLD_SIZE={launched}) but {what} sees "
+            f"{seen_world_size}: each process would train alone on all the data. {fix}"
+        )
 
 
 def offline_cpu_env(threads: int = 1, pythonpath: str | Path | None = None) -> dict[str, str]:

@@ -35,6 +35,8 @@ from .hyperparameters import (
     lr_param_groups,
     weight_decay_hyperparameter,
 )
+from .loss_signal import count_label_items, per_item_mean_loss
+from .process import check_launch_seen
 from .schedule_metadata import PLOT_FILENAME, HDETSchedule, model_card_section
 from .schedulers import HDETLRScheduler
 
@@ -122,6 +124,12 @@ class HDETTrainerMixin:
         HDETTrainerMixin.instances_created += 1
         super().__init__(*args, **kwargs)
         if self.hdet_enabled:
+            check_launch_seen(
+                self.args.world_size,
+                "the Trainer",
+                "On a machine without GPUs pass --use_cpu (HDETTrainingArguments sets it by itself when it is "
+                "created after the launch), or set ACCELERATE_USE_CPU=1.",
+            )
             self.add_callback(HDETCallback(self))
 
     @property
@@ -214,7 +222,7 @@ class HDETTrainerMixin:
         raw_optimizer = getattr(optimizer, "optimizer", optimizer)
         self.hdet_engine = HDETEngine(config, self.model, raw_optimizer, num_training_steps)
         self._register_hyperparameters(self.hdet_engine, raw_optimizer)
-        if config.controller_signal == "probe":
+        if config.controller_signal in ("probe", "averaged_probe"):
             self.hdet_engine.probe_fn = self._make_probe_fn(config.probe_size)
         self.lr_scheduler = HDETLRScheduler(self.lr_scheduler, self.hdet_engine)
         return self.lr_scheduler
@@ -226,8 +234,9 @@ class HDETTrainerMixin:
             dataset = next(iter(dataset.values()))
         if dataset is None or not hasattr(dataset, "__len__") or len(dataset) == 0:
             raise ValueError(
-                "--hdet_controller_signal probe needs an eval_dataset or a sized train_dataset to draw the shared "
-                "probe batch from; pass one, or use --hdet_controller_signal train_loss."
+                f"--hdet_controller_signal {self.args.hdet_config.controller_signal} needs an eval_dataset or a "
+                "sized train_dataset to draw the shared probe batch from; pass one, or use "
+                "--hdet_controller_signal train_loss."
             )
         count = min(size, len(dataset))
         if hasattr(dataset, "select"):  # a datasets.Dataset: drop the columns the model does not take
@@ -265,14 +274,44 @@ class HDETTrainerMixin:
 
     # ------------------------------------------------------------------------------- per step
     def training_step(self, model, inputs, num_items_in_batch=None):
-        loss = super().training_step(model, inputs, num_items_in_batch)
         engine = self.hdet_engine
+        # Counted before compute_loss, which may pop "labels" from the inputs.
+        local_items = (
+            count_label_items(inputs, bool(getattr(self, "_loss_shifts_labels", False)))
+            if engine is not None
+            else None
+        )
+        loss = super().training_step(model, inputs, num_items_in_batch)
         if engine is not None:
-            engine.add_loss(loss)
+            engine.add_loss(*self._per_item_loss(loss, local_items, num_items_in_batch))
             # Synchronous warm-up: average gradients after the last micro-batch's backward, before clipping.
             if engine.in_sync_warmup and self.accelerator.gradient_state.sync_gradients:
                 engine.average_gradients()
         return loss
+
+    def _per_item_loss(self, loss, local_items, num_items_in_batch):
+        """This rank's per-token mean loss of the micro-batch and its token count (see `hdet_hf.loss_signal`).
+
+        The flags mirror `Trainer.compute_loss`/`training_step` (transformers 5.x): whether the loss was divided
+        by ``num_items_in_batch``, multiplied by the process count, and scaled for gradient accumulation.
+        """
+        takes_items = bool(self.model_accepts_loss_kwargs or self.compute_loss_func is not None)
+        normalised = takes_items and num_items_in_batch is not None
+        scale = 1.0
+        if normalised and self.args.average_tokens_across_devices:
+            scale = float(max(self.accelerator.num_processes // max(self.get_tp_size(), 1), 1))
+        scaled_for_accumulation = getattr(self, "loss_is_scaled_for_ga", None)
+        if scaled_for_accumulation is None:
+            scaled_for_accumulation = normalised or self.compute_loss_func is not None
+        return per_item_mean_loss(
+            loss,
+            local_items=local_items,
+            num_items_in_batch=num_items_in_batch,
+            normalised_by_items=normalised,
+            loss_scale=scale,
+            scaled_for_accumulation=bool(scaled_for_accumulation),
+            accumulation_steps=int(getattr(self, "current_gradient_accumulation_steps", 1) or 1),
+        )
 
     # ------------------------------------------------------------------------------- state
     def save_hdet_state(self, folder: str) -> None:

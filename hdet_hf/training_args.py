@@ -22,6 +22,7 @@ from typing import Any
 from transformers import TrainingArguments
 
 from .config import HDETConfig
+from .process import accelerator_available, launched_world_size
 
 __all__ = ["HDETTrainingArguments", "with_hdet_arguments"]
 
@@ -87,11 +88,25 @@ def _check_hdet_arguments(self: Any) -> None:
         self.average_tokens_across_devices = False
 
 
+def _see_cpu_launch(self: Any) -> None:
+    """On a machine without GPUs, make the Trainer see the processes ``torchrun``/``accelerate launch`` started.
+
+    Accelerate picks the CPU multi-process backend (gloo) only when asked (``use_cpu`` or
+    ``ACCELERATE_USE_CPU``); the torchrun path of ``accelerate launch`` does not pass a config's ``use_cpu`` on.
+    Without it each process runs as "rank 0 of 1" and trains alone on all the data. With ``--hdet`` that
+    silently explores nothing, so we set ``use_cpu`` here, before the Trainer sets up its devices.
+    """
+    if getattr(self, "hdet", False) and not self.use_cpu and launched_world_size() > 1:
+        if not accelerator_available():
+            self.use_cpu = True
+
+
 def with_hdet_arguments(base: type[TrainingArguments]) -> type[TrainingArguments]:
     """A dataclass that extends ``base`` (TrainingArguments or a subclass such as Seq2SeqTrainingArguments)
     with the ``--hdet*`` fields and their validation. `hdet_hf.launch` uses it on stock scripts."""
 
     def __post_init__(self: Any) -> None:
+        _see_cpu_launch(self)
         base.__post_init__(self)
         _check_hdet_arguments(self)
 

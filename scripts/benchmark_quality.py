@@ -65,8 +65,15 @@ PAPER_CONTROLLER = {
 FIRST_DEFAULTS = {"controller_lr": 0.5, "controller_momentum": 0.9}
 # The improved controller shown next to the paper's and the library's (chosen from pilot runs, see BENCHMARKS.md).
 TUNED_CONTROLLER = {"controller_lr": 1.5, "controller_momentum": 0.5, "lr_spread": 0.25, "sync_interval": 10}
+# (label, note, HDETConfig fields) of the controller ideas measured for issue 10.
+CONTROLLER_IDEAS = (
+    ("defaults", "library defaults", {}),
+    ("avgprobe", "signal averaged_probe", {"controller_signal": "averaged_probe"}),
+    ("until0.7", "explore_until 0.7", {"explore_until": 0.7}),
+    ("avgprobe_until0.7", "averaged_probe, explore_until 0.7", {"controller_signal": "averaged_probe", "explore_until": 0.7}),
+)
 START_FACTORS = {"best": 1.0, "low": 0.1, "high": 3.0}
-GROUPS = ("sweep", "core", "paper", "variants", "risks", "stability")
+GROUPS = ("sweep", "core", "paper", "variants", "risks", "stability", "controller")
 # A run whose eval loss is >= this fraction of the unigram cross-entropy learned (almost) nothing beyond token
 # frequencies: it collapsed.
 COLLAPSE_FRACTION = 0.98
@@ -262,6 +269,11 @@ def plan_hdet(
     for mode in ("local", "shared"):
         for start in ("low", "high"):
             add(f"{mode}_tuned_{start}", "variants", start, "tuned", tuned_note, gradient_sync=mode, **tuned)
+    # Issue 10: the controller's score and when it acts, each idea a setting, from all three starts, on top of
+    # the library's current defaults (shared, spread 0.25, T 10, lambda 1.5, beta 0.5).
+    for label, note, extra in CONTROLLER_IDEAS:
+        for start in starts:
+            add(f"shared_{label}_{start}", "controller", start, label, note, gradient_sync="shared", **tuned, **extra)
     # Risk 1: replicas see different data, so train losses are a noisy comparison -> probe signal.
     if "controller_signal" in supported:
         for mode in ("local", "shared"):

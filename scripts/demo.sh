@@ -10,8 +10,8 @@ python3 -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
 python3 -m pip install --quiet --disable-pip-version-check -e .
 
 out=outputs/demo
-# ACCELERATE_USE_CPU=1: see accelerate_configs/README.md (torchrun does not pass use_cpu to the workers).
-ACCELERATE_USE_CPU=1 accelerate launch --config_file accelerate_configs/cpu_4proc.yaml \
+# No ACCELERATE_USE_CPU=1 needed: with --hdet the arguments set use_cpu on a machine without GPUs.
+accelerate launch --config_file accelerate_configs/cpu_4proc.yaml \
     scripts/finetune_clm.py --output_dir "$out" --overwrite_output_dir --hdet --hdet_auto_lr "$@"
 
 echo

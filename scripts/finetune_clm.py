@@ -15,9 +15,9 @@ Two differences from run_clm:
   were loading (load average 10-12): 3 min 44 s end to end (3 min 4 s training, 4 s evaluating the 174
   validation blocks; 2 min 42 s of CPU time in all), eval loss 6.20, perplexity 493.
 
-Example (CPU, 4 gloo processes; see accelerate_configs/README.md for why ACCELERATE_USE_CPU=1):
+Example (CPU, 4 gloo processes; with --hdet no ACCELERATE_USE_CPU=1 is needed, see accelerate_configs/README.md):
 
-    ACCELERATE_USE_CPU=1 accelerate launch --config_file accelerate_configs/cpu_4proc.yaml \\
+    accelerate launch --config_file accelerate_configs/cpu_4proc.yaml \\
         scripts/finetune_clm.py --output_dir out/demo --hdet --hdet_auto_lr
 
     # a Hub model on your own text files, 8 GPUs:

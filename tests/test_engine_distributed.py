@@ -6,6 +6,8 @@ import pytest
 import torch
 from distributed import load_ranks, torchrun
 
+from hdet_hf.engine import STATE_VERSION
+
 pytestmark = pytest.mark.slow
 
 
@@ -65,7 +67,7 @@ def test_onecycleautolr_spreads_and_averages_across_processes(tmp_path):
         assert torch.equal(r0["params"][step - 1], r1["params"][step - 1])
     assert not torch.equal(r0["params"][1], r1["params"][1])
     assert [t["step"] for t in r0["trajectory"]] == [4, 8, 12]
-    assert r0["state"]["hdet"]["version"] == 1
+    assert r0["state"]["hdet"]["version"] == STATE_VERSION
 
 
 @pytest.mark.parametrize("gradient_sync", ["local", "shared"])

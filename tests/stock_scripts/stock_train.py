@@ -52,6 +52,8 @@ def main() -> None:
             "trainer_class": type(trainer).__name__,
             "trainer_mro": [c.__name__ for c in type(trainer).__mro__],
             "args_class": type(training_args).__name__,
+            "trainer_world_size": training_args.world_size,
+            "ddp": isinstance(trainer.model_wrapped, torch.nn.parallel.DistributedDataParallel),
             "log_history": trainer.state.log_history,
         }
         with open(os.path.join(training_args.output_dir, "stock_result.json"), "w") as f:

@@ -186,9 +186,9 @@ class Recorder(TrainerCallback):
             )
             return report
 
-        def add_loss(loss):
+        def add_loss(loss, weight=1.0):
             f = trainer.fault("scale_loss")
-            original_add_loss(loss * f["factor"] if f is not None else loss)
+            original_add_loss(loss * f["factor"] if f is not None else loss, weight)
 
         engine.converge = converge
         engine.add_loss = add_loss

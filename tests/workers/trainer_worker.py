@@ -40,6 +40,7 @@ class Recorder(TrainerCallback):
         self.collectives: dict[str, int] = {}
         self.max_steps = max_steps
         self.prof = None
+        self.first_batch: list[int] | None = None
 
     def on_step_begin(self, args, state, control, **kwargs):
         if state.global_step == 0 and self.prof is None:
@@ -91,6 +92,14 @@ def main() -> None:
     trainer = cls(model=model, args=args, train_dataset=data, eval_dataset=eval_data)
     recorder = Recorder(trainer, args.max_steps)
     trainer.add_callback(recorder)
+    original_training_step = trainer.training_step
+
+    def training_step(model, inputs, num_items_in_batch=None):
+        if recorder.first_batch is None:  # which data this rank trains on
+            recorder.first_batch = inputs["input_ids"].tolist()
+        return original_training_step(model, inputs, num_items_in_batch)
+
+    trainer.training_step = training_step
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     rank = dist.get_rank() if dist.is_initialized() else 0
     engine = getattr(trainer, "hdet_engine", None)
@@ -108,6 +117,8 @@ def main() -> None:
             "engine": engine.state_dict() if engine is not None else None,
             "lr_per_step": engine.lr_per_step if engine is not None else None,
             "world_size": dist.get_world_size() if dist.is_initialized() else 1,
+            "trainer_world_size": args.world_size,
+            "first_batch": recorder.first_batch,
         },
         os.path.join(worker.dump_dir, f"rank{rank}.pt"),
     )

@@ -1,0 +1,110 @@
+"""HDETTrainer on ragged labels: records, per optimizer step, the true per-token loss computed from the logits.
+
+Samples are read in order (no shuffling), so the test knows which rank gets which samples: with 2 ranks and 4
+samples per device, rank 0 gets samples 0-3, rank 1 gets 4-7, rank 0 gets 8-11, and so on (batches alternate). Samples 8-11 have
+no labelled token at all, so rank 0's second micro-batch has nothing to score.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from datasets import Dataset
+from transformers import HfArgumentParser, LlamaConfig, LlamaForCausalLM, TrainerCallback
+
+from hdet_hf import HDETTrainer, HDETTrainingArguments
+from hdet_hf.process import finish_distributed
+
+VOCAB = 64
+
+
+@dataclass
+class WorkerArgs:
+    dump_dir: str = field(default="dump")
+
+
+class TruthTrainer(HDETTrainer):
+    """Adds the summed token cross-entropy and the token count of every training micro-batch, from the logits."""
+
+    truth: list[tuple[float, int]]
+    _sum = 0.0
+    _count = 0
+
+    def _get_train_sampler(self, train_dataset=None):
+        return torch.utils.data.SequentialSampler(train_dataset if train_dataset is not None else self.train_dataset)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        labels = inputs["labels"]
+        loss, outputs = super().compute_loss(
+            model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch
+        )
+        if model.training:
+            targets = labels[..., 1:]
+            logits = outputs.logits.detach().double()[..., :-1, :]
+            self._sum += float(
+                F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1), ignore_index=-100, reduction="sum")
+            )
+            self._count += int(targets.ne(-100).sum())
+        return (loss, outputs) if return_outputs else loss
+
+
+class StepTruth(TrainerCallback):
+    def __init__(self, trainer: TruthTrainer) -> None:
+        self.trainer = trainer
+        self.steps: list[tuple[float, int]] = []
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        self.steps.append((self.trainer._sum, self.trainer._count))
+        self.trainer._sum, self.trainer._count = 0.0, 0
+
+
+def ragged_data(num_samples: int = 96, length: int = 16) -> Dataset:
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, VOCAB, (num_samples, length), generator=g)
+    labels = ids.clone()
+    for i in range(num_samples):
+        # Ragged prompts: the first 1..14 positions are masked, differently for every sample; the
+        # samples of rank 1 have long masks, so its token count is a fraction of rank 0's.
+        masked = 2 + int(torch.randint(0, 4, (1,), generator=g)) if (i // 4) % 2 == 0 else 10 + i % 5
+        labels[i, :masked] = -100
+    labels[8:12] = -100  # rank 0's third micro-batch: nothing labelled
+    return Dataset.from_dict({"input_ids": ids.tolist(), "labels": labels.tolist()})
+
+
+def main() -> None:
+    worker, args = HfArgumentParser((WorkerArgs, HDETTrainingArguments)).parse_args_into_dataclasses()
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=32,
+    )
+    trainer = TruthTrainer(model=LlamaForCausalLM(config), args=args, train_dataset=ragged_data())
+    recorder = StepTruth(trainer)
+    trainer.add_callback(recorder)
+    trainer.train()
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    os.makedirs(worker.dump_dir, exist_ok=True)
+    engine = trainer.hdet_engine
+    torch.save(
+        {
+            "steps": recorder.steps,
+            "trajectory": engine.trajectory,
+            "divergence_events": engine.divergence_events,
+            "final_finite": all(bool(torch.isfinite(p).all()) for p in trainer.model.parameters()),
+        },
+        os.path.join(worker.dump_dir, f"rank{rank}.pt"),
+    )
+
+
+if __name__ == "__main__":
+    main()
+    finish_distributed()
