@@ -24,7 +24,7 @@ __all__ = [
 GRADIENT_SYNC_MODES = ("local", "shared")
 CONTROLLER_UPDATES = ("multiplicative", "additive")
 TEMPERATURE_MODES = ("adaptive", "fixed")
-CONTROLLER_SIGNALS = ("train_loss", "probe", "averaged_probe")
+CONTROLLER_SIGNALS = ("train_loss", "probe", "averaged_probe", "train_and_averaged_probe")
 # Hyperparameters besides the LR, each with `<name>_spread` and `<name>_auto` fields.
 OTHER_HYPERPARAMETERS = ("weight_decay", "dropout", "label_smoothing", "attention_temperature")
 # Those that change a replica only through its gradient (so only `local` mode can explore them).
@@ -190,7 +190,11 @@ class HDETConfig:
             "(HDETTrainer takes it from the eval set, else the train set; costs one forward per converge). "
             "'averaged_probe': like 'probe', but each replica is scored at the average of its own weights over "
             "the interval (iterate averaging stands in for the LR cool-down that the end of the run applies; "
-            "costs one copy of the trainable parameters and one in-place update per step).",
+            "costs one copy of the trainable parameters and one in-place update per step). "
+            "'train_and_averaged_probe': the mean of the two hypergradients: the train loss favours too-small "
+            "steps (the noise that the final cool-down removes counts against a larger LR) and the averaged "
+            "probe too-large ones (it removes that noise but, in shared mode, a replica does not follow its own "
+            "gradient, so its instability does not show); see BENCHMARKS.md.",
             "choices": list(CONTROLLER_SIGNALS),
         },
     )

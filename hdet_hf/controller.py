@@ -97,9 +97,14 @@ def controller_step(
 ) -> tuple[ControllerState, dict[str, float | list[float]]]:
     """One controller update. ``base_value`` is the current base (schedule x scale) at this converge.
 
-    Returns the new state and what happened (weights, delta) for logs and the schedule metadata.
+    ``losses`` holds one score per rank, or several rows of scores (e.g. train loss and averaged probe):
+    each row gets its own softmax weights and the update uses their mean, i.e. the mean of the rows'
+    hypergradients. Returns the new state and what happened (weights, delta) for logs and the schedule metadata.
     """
-    weights = loss_weights(losses, settings.temperature, settings.temperature_mode, healthy)
+    rows = losses.reshape(-1, losses.shape[-1])
+    weights = torch.stack(
+        [loss_weights(row, settings.temperature, settings.temperature_mode, healthy) for row in rows]
+    ).mean(0)
     m = multipliers.double()
     if settings.update == "multiplicative":
         signal = m.log()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ logger = logging.getLogger(__name__)
 # 2: the window loss became an item-weighted mean ("loss_weight" added); version 1 states are migrated.
 STATE_VERSION = 2
 LR = "lr"
+# Signals scored at each replica's mean weights over the interval, and those that need no train loss.
+AVERAGED_SIGNALS = ("averaged_probe", "train_and_averaged_probe")
+PROBE_ONLY_SIGNALS = ("probe", "averaged_probe")
 
 
 class HDETDivergenceError(RuntimeError):
@@ -165,8 +169,10 @@ class HDETEngine:
                 stacklevel=2,
             )
         self.warmup_steps = config.resolve_warmup_steps(total_steps)
-        # After this step the controller stops and every spread is 0 (`explore_until`).
-        self.explore_until_step = config.resolve_explore_until(total_steps)
+        # After this step the controller stops and every spread is 0 (`explore_until`); exploring to the end
+        # never zeroes the spread (not even for values set after the last step, e.g. for evaluation).
+        until = config.resolve_explore_until(total_steps)
+        self.explore_until_step = until if until < total_steps else sys.maxsize
         self.sync_warmup_steps = (
             config.resolve_warmup_steps(total_steps, "sync_warmup_steps")
             if config.gradient_sync == "local"
@@ -387,7 +393,7 @@ class HDETEngine:
         self.step += 1
         self.steps_since_sync += 1
         self._loss_steps += 1
-        if self.config.controller_signal == "averaged_probe" and self.step <= self.explore_until_step:
+        if self.config.controller_signal in AVERAGED_SIGNALS and self.step <= self.explore_until_step:
             self._update_window_average()
         for name, hparam in self.hparams.items():
             if not hparam.is_lr:
@@ -432,7 +438,7 @@ class HDETEngine:
     def _probe(self) -> float:
         """This replica's probe loss: at its current weights, or (`averaged_probe`) at its interval mean."""
         assert self.probe_fn is not None
-        if self.config.controller_signal != "averaged_probe" or not self._window_average_count:
+        if self.config.controller_signal not in AVERAGED_SIGNALS or not self._window_average_count:
             return float(self.probe_fn())
         assert self._window_average is not None
         current = [p.data for p in self._params]
@@ -485,9 +491,7 @@ class HDETEngine:
         weight = float(self._loss_weight)
         has_score = self._loss_steps > 0 and weight > 0
         mean_loss = float(self._loss_sum) / weight if has_score else float("nan")
-        use_probe = (
-            regular and self.config.controller_signal in ("probe", "averaged_probe") and self.controller_active()
-        )
+        use_probe = regular and self.config.controller_signal != "train_loss" and self.controller_active()
         if use_probe and self.probe_fn is None:
             raise RuntimeError(
                 f"controller_signal={self.config.controller_signal!r} needs engine.probe_fn; HDETTrainer sets it"
@@ -498,7 +502,12 @@ class HDETEngine:
         healthy = self._is_healthy(mean_loss if has_score else None, probe_loss if use_probe else None)
         # Averaging uses `healthy` (now); the controller also drops a replica reset earlier in this interval,
         # and one with nothing to compare.
-        scored = healthy and not self._diverged_in_interval and math.isfinite(probe_loss)
+        scored = (
+            healthy
+            and not self._diverged_in_interval
+            and math.isfinite(probe_loss)
+            and (has_score or self.config.controller_signal in PROBE_ONLY_SIGNALS)
+        )
         own = torch.tensor(
             [mean_loss, probe_loss, float(healthy), float(scored)]
             + [self.multiplier(n, step=self.step) for n in names],
@@ -552,6 +561,7 @@ class HDETEngine:
         )
         if regular and self._outer_enabled:
             self._outer_step()
+        both_signals = self.config.controller_signal == "train_and_averaged_probe"
         if regular:
             if self.controller_active() and bool(scored_ranks.any()):
                 report.controller_active = True
@@ -561,7 +571,7 @@ class HDETEngine:
                     new_state, info = controller_step(
                         self.controllers[name],
                         torch.tensor(gathered[name], dtype=torch.float64),
-                        signal,
+                        torch.stack([losses, signal]) if both_signals else signal,
                         self.settings,
                         base_value=bases[name],
                         healthy=scored_ranks,

@@ -222,7 +222,7 @@ class HDETTrainerMixin:
         raw_optimizer = getattr(optimizer, "optimizer", optimizer)
         self.hdet_engine = HDETEngine(config, self.model, raw_optimizer, num_training_steps)
         self._register_hyperparameters(self.hdet_engine, raw_optimizer)
-        if config.controller_signal in ("probe", "averaged_probe"):
+        if config.controller_signal != "train_loss":
             self.hdet_engine.probe_fn = self._make_probe_fn(config.probe_size)
         self.lr_scheduler = HDETLRScheduler(self.lr_scheduler, self.hdet_engine)
         return self.lr_scheduler

@@ -71,6 +71,7 @@ CONTROLLER_IDEAS = (
     ("avgprobe", "signal averaged_probe", {"controller_signal": "averaged_probe"}),
     ("until0.7", "explore_until 0.7", {"explore_until": 0.7}),
     ("avgprobe_until0.7", "averaged_probe, explore_until 0.7", {"controller_signal": "averaged_probe", "explore_until": 0.7}),
+    ("both", "signal train_and_averaged_probe", {"controller_signal": "train_and_averaged_probe"}),
 )
 START_FACTORS = {"best": 1.0, "low": 0.1, "high": 3.0}
 GROUPS = ("sweep", "core", "paper", "variants", "risks", "stability", "controller")

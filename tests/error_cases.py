@@ -706,7 +706,7 @@ CASES: list[ErrorCase] = [
         where="HDETEngine state",
         shown='engine.load_state_dict({..., "version": 99})',
         run=lambda workdir: _engine_state(version=99),
-        match=r"Expected HDET state version 1, but got 99",
+        match=r"Expected HDET state version 2, but got 99",
     ),
     ErrorCase(
         id="engine state: world size",

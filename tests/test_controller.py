@@ -131,3 +131,19 @@ def test_loss_diverged_needs_both_the_factor_and_the_first_converges_loss():
     assert not loss_diverged(1e9, last_mean=4.0, first_mean=6.9, factor=0)
     assert not loss_diverged(1e9, last_mean=None, first_mean=None, factor=10)
     assert loss_diverged(50.0, last_mean=4.0, first_mean=None, factor=10)
+
+
+def test_two_signals_move_the_base_by_the_mean_of_their_hypergradients():
+    settings = ControllerSettings(temperature=1.0, temperature_mode="adaptive", lr=1.0, momentum=0.0)
+    m = torch.tensor([0.75, 1.0, 1.25])
+    favours_high = torch.tensor([3.0, 2.0, 1.0])
+    favours_low = torch.tensor([1.0, 2.5, 3.0])
+    _, up = controller_step(ControllerState(), m, favours_high, settings, base_value=1.0)
+    _, down = controller_step(ControllerState(), m, favours_low, settings, base_value=1.0)
+    state, both = controller_step(
+        ControllerState(), m, torch.stack([favours_high, favours_low]), settings, base_value=1.0
+    )
+    assert up["delta"] > 0 > down["delta"]
+    assert both["delta"] == pytest.approx((up["delta"] + down["delta"]) / 2)
+    assert both["weights"] == pytest.approx([(a + b) / 2 for a, b in zip(up["weights"], down["weights"])])
+    assert math.log(state.scale) == pytest.approx(both["delta"])

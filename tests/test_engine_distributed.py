@@ -86,3 +86,28 @@ def test_accelerate_api_counts_optimizer_steps_and_converges(tmp_path, gradient_
         assert r0["lrs"][k] == pytest.approx(base * r0["multipliers"][k])
         assert r0["multipliers"][k] + r1["multipliers"][k] == pytest.approx(2.0)
     assert math.isclose(r0["schedule"][0][0], r1["schedule"][0][0])
+
+
+@pytest.mark.parametrize("signal", ["averaged_probe", "train_and_averaged_probe"])
+def test_averaged_probe_scores_the_interval_mean_and_exploration_ends(tmp_path, signal):
+    torchrun("engine_worker.py", 2, ["exploration", str(tmp_path), signal])
+    ranks = load_ranks(tmp_path, 2)
+    for r in ranks:
+        # explore_until 0.5 of 12 steps: spread through step 6, then every rank runs the base LR.
+        assert sorted({round(m, 6) for m in r["multipliers"][:6]}) <= [0.5, 1.5]
+        assert all(m != 1.0 for m in r["multipliers"][:6])
+        assert r["multipliers"][6:] == [1.0] * 6
+        # The controller moved at steps 3 and 6 and never after; the scale it reached stays.
+        assert [(step, on) for step, on, _ in r["active"]] == [(3, True), (6, True), (9, False), (12, False)]
+        assert r["active"][1][2] == r["active"][2][2] == r["active"][3][2]
+        assert r["lrs"][6:] == [pytest.approx(r["lrs"][6])] * 6
+        # Probed at steps 3 and 6, each time on the mean of this replica's iterates since the last converge.
+        assert len(r["seen"]) == 2
+        for probe, window in zip(r["seen"], (range(0, 3), range(3, 6))):
+            expected = torch.stack([r["iterates"][k] for k in window]).mean(0)
+            assert torch.allclose(probe, expected, atol=1e-6)
+            assert not torch.equal(probe, r["iterates"][window[-1]])
+    for entry in ranks[0]["trajectory"][:2]:
+        assert len(entry["probe_losses"]) == 2 and entry["probe_losses"][0] != entry["probe_losses"][1]
+    # Identical on every rank after the last converge, and the probe left the trained weights in place.
+    assert torch.equal(ranks[0]["final"], ranks[1]["final"])

@@ -157,6 +157,54 @@ def scenario_accelerate(rank: int, world: int, gradient_sync: str = "local") -> 
     }
 
 
+def scenario_exploration(rank: int, world: int, signal: str) -> dict:
+    """A linear model trained with SGD for 12 steps, T 3, explore_until 0.5: records LRs, multipliers, what the
+    probe saw (the replica's weights at probe time) and the weights it trained through."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    config = HDETConfig(
+        sync_interval=3, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=1, explore_until=0.5,
+        controller_signal=signal, controller_momentum=0.0,
+    )  # fmt: skip
+    engine = HDETEngine(config, model, opt, total_steps=12)
+    probe_x = torch.linspace(-1, 1, 8).reshape(2, 4)
+
+    def probe() -> float:
+        seen.append(torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()]))
+        return float(model(probe_x).pow(2).mean())
+
+    engine.probe_fn = probe
+    seen: list[torch.Tensor] = []
+    iterates: list[torch.Tensor] = []
+    lrs, multipliers, active = [], [], []
+    g = torch.Generator().manual_seed(rank)
+    engine.apply_lr([0.1])
+    for _ in range(12):
+        lrs.append(opt.param_groups[0]["lr"])
+        multipliers.append(engine.multiplier())
+        x = torch.randn(8, 4, generator=g)
+        loss = (model(x) - x.sum(1, keepdim=True)).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        iterates.append(torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()]))
+        engine.add_loss(loss)
+        report = engine.end_step()
+        if report is not None:
+            active.append((report.step, report.controller_active, dict(report.scale)))
+        engine.apply_lr([0.1])
+    return {
+        "lrs": lrs,
+        "multipliers": multipliers,
+        "seen": seen,
+        "iterates": iterates,
+        "active": active,
+        "final": torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()]),
+        "trajectory": engine.trajectory,
+    }
+
+
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     dist.init_process_group("gloo")
