@@ -30,18 +30,27 @@ class HDETAccelerate:
         enabled: ``False`` makes every call a plain pass-through (``prepare`` = ``accelerator.prepare``),
             so one script serves both HDET and DDP runs.
 
-    Example:
-        >>> accelerator = Accelerator()  # doctest: +SKIP
-        >>> hdet = HDETAccelerate(accelerator, HDETConfig(lr_spread=0.5, sync_interval=20), total_steps=1000)
-        >>> model, optimizer, loader, scheduler = hdet.prepare(model, optimizer, loader, scheduler)
-        >>> for batch in loader:
+    Example (runs as is on one CPU process; launch the same loop with ``accelerate launch`` on N):
+        >>> import torch
+        >>> from accelerate import Accelerator
+        >>> from hdet_hf import HDETAccelerate, HDETConfig
+        >>> accelerator = Accelerator(cpu=True, gradient_accumulation_steps=2)
+        >>> model = torch.nn.Linear(4, 1)
+        >>> optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        >>> data = torch.utils.data.TensorDataset(torch.randn(32, 4), torch.randn(32, 1))
+        >>> loader = torch.utils.data.DataLoader(data, batch_size=4)
+        >>> hdet = HDETAccelerate(accelerator, HDETConfig(lr_spread=0, sync_interval=2), total_steps=4)
+        >>> model, optimizer, loader, scheduler = hdet.prepare(model, optimizer, loader)
+        >>> for x, y in loader:
         ...     with accelerator.accumulate(model):
-        ...         loss = model(**batch).loss
+        ...         loss = torch.nn.functional.mse_loss(model(x), y)
         ...         accelerator.backward(loss)
         ...         optimizer.step()
-        ...         hdet.step(loss)  # steps `scheduler` too; converges every 20 optimizer steps
+        ...         report = hdet.step(loss)  # steps `scheduler` too; converges every 2 optimizer steps
         ...         optimizer.zero_grad()
-        >>> hdet.converge()  # before your own evaluation or save (the last step converges by itself)
+        >>> hdet.engine.step, [entry["step"] for entry in hdet.engine.trajectory]
+        (4, [2, 4])
+        >>> hdet.converge()  # before your own evaluation or save; None: the last step already converged
     """
 
     def __init__(

@@ -72,6 +72,10 @@ CONTROLLER_IDEAS = (
     ("until0.7", "explore_until 0.7", {"explore_until": 0.7}),
     ("avgprobe_until0.7", "averaged_probe, explore_until 0.7", {"controller_signal": "averaged_probe", "explore_until": 0.7}),
     ("both", "signal train_and_averaged_probe", {"controller_signal": "train_and_averaged_probe"}),
+    # The controller waits for the end of the schedule's warm-up (OneCycle: 30 %): during the LR ramp every
+    # signal asked for a larger LR, also from 3x too high.
+    ("avgprobe_frompeak", "averaged_probe, controller from the peak", {"controller_signal": "averaged_probe", "auto_lr_warmup_steps": 0.3}),
+    ("both_frompeak", "train_and_averaged_probe, controller from the peak", {"controller_signal": "train_and_averaged_probe", "auto_lr_warmup_steps": 0.3}),
 )
 START_FACTORS = {"best": 1.0, "low": 0.1, "high": 3.0}
 GROUPS = ("sweep", "core", "paper", "variants", "risks", "stability", "controller")
@@ -148,6 +152,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num_attention_heads", type=int, default=4)
     p.add_argument("--num_key_value_heads", type=int, default=2)
     p.add_argument("--eval_blocks", type=int, default=0, help="Validation blocks to evaluate on (0 = all).")
+    p.add_argument(
+        "--schedule",
+        default="one_cycle",
+        choices=("one_cycle", "wsd"),
+        help="LR schedule of every run. one_cycle: HDET's default base schedule (30%% warm-up, cosine decay). "
+        "wsd: the Trainer's warmup_stable_decay (--wsd_warmup_ratio warm-up, flat, cosine decay over the last "
+        "--wsd_decay_ratio), HDET with --hdet_base_schedule trainer and exploration ending where the decay starts.",
+    )
+    p.add_argument("--wsd_warmup_ratio", type=float, default=0.1, help="WSD warm-up fraction.")
+    p.add_argument("--wsd_decay_ratio", type=float, default=0.2, help="WSD decay fraction (at the end).")
+    p.add_argument("--adam_beta2", type=float, default=0.999, help="AdamW beta2 of every run (LLM setting: 0.95).")
+    p.add_argument("--weight_decay", type=float, default=0.0, help="AdamW weight decay of every run (LLM: 0.1).")
     p.add_argument("--seed", type=int, default=0, help="Model init and data order seed, same for every run.")
     # Sweep.
     p.add_argument("--grid", default="", help="Initial DDP LR grid (comma-separated); default 1e-3..1e-1.")
@@ -526,7 +542,19 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             data_seed=args.seed,
             dataloader_num_workers=0,
             warmup_steps=args.stability_warmup_steps if spec.setting == "stability" else 0,
+            adam_beta2=args.adam_beta2,
+            weight_decay=args.weight_decay,
         )
+        wsd = args.schedule == "wsd" and spec.setting == "main"
+        if wsd:
+            # The Trainer's own WSD schedule for DDP and, as HDET's base schedule, for HDET.
+            targs.update(
+                lr_scheduler_type="warmup_stable_decay",
+                warmup_steps=max(int(round(args.wsd_warmup_ratio * steps)), 1),
+                lr_scheduler_kwargs={"num_decay_steps": int(round(args.wsd_decay_ratio * steps))},
+            )
+            if hdet is not None:
+                hdet = {"base_schedule": "trainer", "explore_until": 1.0 - args.wsd_decay_ratio, **hdet}
         if spec.setting == "stability":
             targs["max_grad_norm"] = args.stability_max_grad_norm
             targs["optim"] = args.stability_optim
@@ -534,7 +562,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             targs.update(hdet=True, **{f"hdet_{k}": v for k, v in hdet.items()})
             trainer_cls = HDETTrainer
         else:
-            trainer_cls = OneCycleTrainer
+            trainer_cls = transformers.Trainer if wsd else OneCycleTrainer
         training_args = HDETTrainingArguments(**targs)
         recorder = LRRecorder()
         # No eval_dataset in the Trainer: --hdet_controller_signal probe would draw its probe batch from it
@@ -570,6 +598,9 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             "world_size": world,
             "params": n_params,
             "tokens_per_step": args.batch_size * world * args.block_size,
+            "schedule": args.schedule if spec.setting == "main" else "one_cycle",
+            "adam_beta2": args.adam_beta2,
+            "weight_decay": args.weight_decay,
             "train_s": round(train_s, 1),
             "wall_s": round(wall, 1),
             "stopped": stopped,

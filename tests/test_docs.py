@@ -22,3 +22,16 @@ def test_readme_test_command_is_what_ci_runs():
     assert "python -m pytest -q" in readme
     assert "python3 -m pytest -q" in ci
     assert "torch==2.13.0" in ci and "torch==2.13.0" in readme
+
+
+def test_docstring_examples_run():
+    """Every ``>>>`` example in the package runs and prints what it says (in a fresh process: examples
+    create Accelerate state that must not leak into other tests)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--doctest-modules", str(ROOT / "hdet_hf")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
