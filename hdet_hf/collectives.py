@@ -8,7 +8,8 @@ abstain (a diverged replica contributes zeros and the sum is divided by the numb
 Memory: the flat buffer holds at most ``bucket_cap_bytes`` (plus the statistics block) at a time; a model
 larger than the cap is averaged in several all-reduces, one bucket after another, instead of doubling the
 model's memory. Tensors in half precision are averaged in float32 (summing N bf16 values in bf16 loses
-bits), so a bf16 bucket of B bytes costs 2B.
+bits), so a bf16 bucket of B bytes costs 2B: each tensor is converted straight into its slice of the flat
+buffer and back, with no other temporaries (a test measures the peak).
 
 Every rank receives the same reduced bytes and divides them by the same count, so after the call all
 ranks hold bit-identical tensors.
@@ -90,7 +91,13 @@ def fused_average_(
         extra = stats_block.numel() if bucket_index == 0 else 0
         flat = torch.empty(numel + extra, dtype=dtype, device=device)
         if contribute:
-            torch.cat([t.reshape(-1).to(dtype) for t in parts], out=flat[:numel])
+            # copy_ converts each tensor straight into its slice: no per-tensor float32 temporaries, so a bf16
+            # bucket costs the flat buffer only.
+            offset = 0
+            for t in parts:
+                n = t.numel()
+                flat[offset : offset + n].view_as(t).copy_(t)
+                offset += n
         else:
             # Zeros, not 0 * x: 0 * NaN is NaN and would poison every rank's average.
             flat[:numel].zero_()

@@ -398,8 +398,17 @@ class HDETConfig:
                 f"{_flag('outer_momentum')} must be in [0, 1), but got {self.outer_momentum!r}. Use 0 for plain "
                 "averaging or e.g. 0.9 (DiLoCo)."
             )
-        if not self.bucket_size_mb > 0:
-            raise ValueError(f"{_flag('bucket_size_mb')} must be > 0 MiB, but got {self.bucket_size_mb!r}.")
+        if not (math.isfinite(self.bucket_size_mb) and self.bucket_size_mb > 0):
+            raise ValueError(
+                f"{_flag('bucket_size_mb')} must be > 0 MiB and finite, but got {self.bucket_size_mb!r}: it is "
+                f"the size of a buffer that is allocated. Use e.g. {_flag('bucket_size_mb')} 256."
+            )
+        # The permutation generator takes 64-bit seeds; a larger one fails only inside train().
+        if not (isinstance(self.seed, int) and not isinstance(self.seed, bool) and -(2**63) <= self.seed < 2**63):
+            raise ValueError(
+                f"{_flag('seed')} must be an integer in [-2**63, 2**63), but got {self.seed!r}. Use e.g. "
+                f"{_flag('seed')} 0."
+            )
         if self.sync_interval == 1:
             warnings.warn(
                 f"{_flag('sync_interval')} 1 averages parameters after every step: replicas never diverge, so "

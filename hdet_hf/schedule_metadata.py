@@ -65,6 +65,9 @@ _REQUIRED_KEYS = (
     "trajectory",
 )
 _KNOWN_KEYS = {"format", "version", "config", "summary", "values_per_step", *_REQUIRED_KEYS}
+# A replayed LR above this is not a training LR but a damaged or hostile file (files come from the Hub);
+# HDET's own LRs stay within --hdet_controller_max_factor of the user's schedule.
+MAX_REPLAY_LR = 1e3
 
 
 def summary_from_lr(values: Sequence[float | None]) -> dict[str, float]:
@@ -229,7 +232,11 @@ class HDETSchedule:
                 f"{SCHEDULE_FILENAME} (version 1) is missing required key(s): {', '.join(missing)}."
             )
 
-        data = copy.deepcopy(dict(data))
+        try:
+            data = copy.deepcopy(dict(data))
+        except RecursionError as exc:
+            raise ValueError(f"{SCHEDULE_FILENAME} is nested too deeply to be an HDET schedule.") from exc
+        _check_schedule_types(data)
         n_groups = len(data["param_group_names"])
         for i, row in enumerate(data["lr_per_step"]):
             if n_groups and len(row) != n_groups:
@@ -237,6 +244,7 @@ class HDETSchedule:
                     f"lr_per_step[{i}] has {len(row)} value(s), but param_group_names lists {n_groups} "
                     f"group(s); every row needs one base LR per param group."
                 )
+        _check_lr_table(data["lr_per_step"])
         schedule = cls(
             config=dict(data.get("config") or {}),
             world_size=int(data["world_size"]),
@@ -331,7 +339,12 @@ class HDETSchedule:
                 data = json.load(f)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"'{json_path}' is not valid JSON: {exc}") from exc
-        return cls.from_dict(data)
+            except RecursionError as exc:
+                raise ValueError(f"'{json_path}' is nested too deeply to be an HDET schedule.") from exc
+        try:
+            return cls.from_dict(data)
+        except ValueError as exc:
+            raise ValueError(f"'{json_path}': {exc}") from exc
 
     # -- replay --------------------------------------------------------------------------------------
 
@@ -386,7 +399,11 @@ class ReplayLR(LRScheduler):
         hold_last: bool = True,
         last_epoch: int = -1,
     ) -> None:
-        table = [[float(v) for v in row] for row in lr_per_step]
+        try:
+            table = [[float(v) for v in row] for row in lr_per_step]
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"Expected lr_per_step to be rows of numbers, but could not read it: {exc}") from exc
+        _check_lr_table(table)
         if not table:
             raise ValueError(
                 "Expected a non-empty lr_per_step to replay, but got 0 recorded steps: the schedule was "
@@ -523,6 +540,66 @@ def model_card_section(
         "",
     ]
     return "\n".join(lines)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_schedule_types(data: Mapping[str, Any]) -> None:
+    """Refuse a schedule whose fields have the wrong JSON types (files come from the Hub: untrusted)."""
+
+    def fail(key: str, expected: str, value: Any) -> None:
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise ValueError(
+            f"{SCHEDULE_FILENAME} field {key!r} must be {expected}, but got {shown}. The file is damaged or "
+            "was not written by hdet_hf."
+        )
+
+    for key, low in (("world_size", 1), ("total_steps", 0), ("sync_interval", 1)):
+        value = data[key]
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= low):
+            fail(key, f"an integer >= {low}", value)
+    for key in ("hyperparameters", "param_group_names"):
+        value = data[key]
+        if not (isinstance(value, list) and all(isinstance(x, str) for x in value)):
+            fail(key, "a list of strings", value)
+    if not isinstance(data["lr_per_step"], list) or not all(isinstance(r, list) for r in data["lr_per_step"]):
+        fail("lr_per_step", "a list of rows (lists of numbers)", data["lr_per_step"])
+    trajectory = data["trajectory"]
+    if not isinstance(trajectory, list) or not all(isinstance(e, dict) for e in trajectory):
+        fail("trajectory", "a list of objects (one per sync)", trajectory)
+    for i, entry in enumerate(trajectory):
+        step = entry.get("step")
+        if step is not None and not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
+            fail(f"trajectory[{i}].step", "an integer >= 0", step)
+        base = entry.get("base")
+        if base is not None and not (
+            isinstance(base, dict) and all(v is None or _is_number(v) for v in base.values())
+        ):
+            fail(f"trajectory[{i}].base", "an object of numbers", base)
+    for key in ("config", "summary", "values_per_step"):
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            fail(key, "an object", data[key])
+    for name, series in (data.get("values_per_step") or {}).items():
+        if not (isinstance(series, list) and all(v is None or _is_number(v) for v in series)):
+            fail(f"values_per_step.{name}", "a list of numbers", series)
+    for name, stats in (data.get("summary") or {}).items():
+        if not (isinstance(stats, dict) and all(v is None or _is_number(v) for v in stats.values())):
+            fail(f"summary.{name}", "an object of numbers", stats)
+
+
+def _check_lr_table(lr_per_step: Any) -> None:
+    """Every replayed LR must be a finite number in [0, MAX_REPLAY_LR]: a NaN, negative or huge LR would be
+    replayed into NaN or exploding weights without any error."""
+    for i, row in enumerate(lr_per_step):
+        for g, value in enumerate(row):
+            if not (_is_number(value) and math.isfinite(value) and 0 <= value <= MAX_REPLAY_LR):
+                raise ValueError(
+                    f"lr_per_step[{i}][{g}] (the base LR of optimizer step {i + 1}) must be a finite number in "
+                    f"[0, {MAX_REPLAY_LR:g}], but got {value!r}. The schedule is damaged; replaying it would train "
+                    "at that LR. Use another hdet_schedule.json."
+                )
 
 
 def _fmt(value: float | None) -> str:

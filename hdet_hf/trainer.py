@@ -8,8 +8,10 @@ Where it hooks into the Trainer loop (optimizer.step -> on_optimizer_step -> sch
 - ``lr_scheduler.step``: `HDETLRScheduler` sets base x multiplier for the next step;
 - ``on_step_end``/``on_epoch_end``: if the Trainer is about to evaluate or save, replicas are averaged first,
   so every evaluated or saved model is the ensemble mean (and every checkpoint is consistent);
-- ``on_save``: each rank writes its own HDET state and optimizer state (the Trainer saves only rank 0's);
-- ``_load_optimizer_and_scheduler``: resume restores them.
+- ``_save_checkpoint``: each rank writes its own HDET state and optimizer state (the Trainer saves only rank
+  0's), atomically, and all ranks have written theirs before the Trainer saves and rotates old checkpoints out;
+- ``_load_from_checkpoint``/``_load_optimizer_and_scheduler``: resume checks the checkpoint is complete and
+  intact and was written by the same HDET configuration, then restores them (refused on every rank otherwise).
 
 In ``local`` gradient mode Accelerate is asked not to wrap the model in DDP (see
 `_prepare_model_without_ddp`), so no gradient collective runs between converges.
@@ -20,9 +22,11 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
@@ -37,7 +41,7 @@ from .hyperparameters import (
 )
 from .loss_signal import count_label_items, per_item_mean_loss
 from .process import check_launch_seen
-from .schedule_metadata import PLOT_FILENAME, HDETSchedule, model_card_section
+from .schedule_metadata import PLOT_FILENAME, SCHEDULE_FILENAME, HDETSchedule, model_card_section
 from .schedulers import HDETLRScheduler
 
 __all__ = ["HDETTrainer", "HDETTrainerMixin", "HDETCallback", "STATE_FILENAME", "OPTIMIZER_FILENAME"]
@@ -46,6 +50,9 @@ logger = logging.getLogger(__name__)
 
 STATE_FILENAME = "hdet_state_rank{rank}.pt"
 OPTIMIZER_FILENAME = "hdet_optimizer_rank{rank}.pt"
+_PER_RANK_FILE = re.compile(r"hdet_(state|optimizer)_rank(\d+)\.pt")
+# The Trainer writes it last in a checkpoint (after weights, optimizer and scheduler), before rotation.
+TRAINER_STATE_FILENAME = "trainer_state.json"
 
 
 class HDETCallback(TrainerCallback):
@@ -89,13 +96,6 @@ class HDETCallback(TrainerCallback):
     def on_epoch_end(self, args, state, control, **kwargs):
         if self.trainer.hdet_engine is not None:
             self._converge_before_eval_or_save(control)
-
-    def on_save(self, args, state, control, **kwargs):
-        if self.trainer.hdet_engine is not None:
-            folder = os.path.join(
-                self.trainer._get_output_dir(None), f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-            )
-            self.trainer.save_hdet_state(folder)
 
     def on_train_end(self, args, state, control, **kwargs):
         engine = self.trainer.hdet_engine
@@ -229,14 +229,25 @@ class HDETTrainerMixin:
 
     def _make_probe_fn(self, size: int):
         """Loss of this replica on one batch that is identical on every rank (held-out data if there is any)."""
-        dataset = self.eval_dataset if self.eval_dataset is not None else self.train_dataset
-        if isinstance(dataset, dict):
-            dataset = next(iter(dataset.values()))
-        if dataset is None or not hasattr(dataset, "__len__") or len(dataset) == 0:
+        dataset, problems = None, []
+        # The eval set if it can give a batch, else the train set (the help text of the flag says so).
+        for name, candidate in (("eval_dataset", self.eval_dataset), ("train_dataset", self.train_dataset)):
+            if isinstance(candidate, dict):
+                candidate = next(iter(candidate.values()), None)
+            if candidate is None:
+                problems.append(f"there is no {name}")
+            elif not hasattr(candidate, "__len__"):
+                problems.append(f"the {name} has no length (a streaming dataset)")
+            elif len(candidate) == 0:
+                problems.append(f"the {name} is empty")
+            else:
+                dataset = candidate
+                break
+        if dataset is None:
             raise ValueError(
-                f"--hdet_controller_signal {self.args.hdet_config.controller_signal} needs an eval_dataset or a "
-                "sized train_dataset to draw the shared probe batch from; pass one, or use "
-                "--hdet_controller_signal train_loss."
+                f"--hdet_controller_signal {self.args.hdet_config.controller_signal} draws its shared probe batch "
+                f"from the eval_dataset, else the train_dataset, but {' and '.join(problems)}. Pass a non-empty "
+                "sized eval_dataset, or use --hdet_controller_signal train_loss."
             )
         count = min(size, len(dataset))
         if hasattr(dataset, "select"):  # a datasets.Dataset: drop the columns the model does not take
@@ -320,13 +331,25 @@ class HDETTrainerMixin:
         if engine is None:
             return
         os.makedirs(folder, exist_ok=True)
-        torch.save(engine.state_dict(), os.path.join(folder, STATE_FILENAME.format(rank=engine.rank)))
+        _atomic_save(engine.state_dict(), os.path.join(folder, STATE_FILENAME.format(rank=engine.rank)))
         if not engine.config.average_optimizer_state:
-            torch.save(
+            _atomic_save(
                 self.optimizer.state_dict(), os.path.join(folder, OPTIMIZER_FILENAME.format(rank=engine.rank))
             )
         if self.args.should_save:
             self.save_hdet_schedule(folder)
+
+    def _save_checkpoint(self, model, trial) -> None:
+        # HDET's per-rank files go first, and every rank has written them before rank 0 saves the Trainer's
+        # files and rotates old checkpoints out (--save_total_limit): a process killed while saving leaves
+        # the previous checkpoint in place and this one without trainer_state.json (refused on resume).
+        engine = self.hdet_engine
+        if engine is not None:
+            run_dir = self._get_output_dir(trial=trial)
+            self.save_hdet_state(os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"))
+            if engine.world_size > 1:
+                dist.barrier(group=engine.group)
+        super()._save_checkpoint(model, trial)
 
     def save_hdet_schedule(self, folder: str) -> None:
         engine = self.hdet_engine
@@ -353,19 +376,27 @@ class HDETTrainerMixin:
         with open(readme, "a", encoding="utf-8") as f:
             f.write("\n" + section.strip() + "\n")
 
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
+        # The first thing a resume reads: refuse an incomplete, damaged or foreign checkpoint before the weights.
+        _check_checkpoint_files(resume_from_checkpoint, hdet=self.hdet_enabled)
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+
     # `_load_optimizer_and_scheduler` is the one place where the Trainer restores per-run state on every
     # rank before the first step; HDET's per-rank state has to be restored at exactly that point.
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
-        super()._load_optimizer_and_scheduler(checkpoint)
         engine = self.hdet_engine
         if engine is None or checkpoint is None:
-            return
-        saved_world = _saved_world_size(checkpoint)
-        if saved_world is None:
-            raise FileNotFoundError(
-                f"Checkpoint {checkpoint} has no HDET state (hdet_state_rank*.pt): it was not written by an HDET "
-                "run. Resume it without --hdet, or resume from an HDET checkpoint."
-            )
+            return super()._load_optimizer_and_scheduler(checkpoint)
+        # Problems are found per rank (each reads its own files) but raised on every rank, so none hangs.
+        error: Exception | None = None
+        try:
+            _check_checkpoint_files(checkpoint, hdet=True)
+            saved_world, shared = _read_saved_state(checkpoint)
+            self._check_run_length(checkpoint, shared)
+        except (ValueError, FileNotFoundError) as exc:
+            error = exc
+        _raise_on_every_rank(error, engine)
+        super()._load_optimizer_and_scheduler(checkpoint)
         # Same world size: every rank takes its own files. Growing: rank r continues saved rank r mod N.
         # Shrinking: rank r merges (averages) the optimizer moments of saved ranks r, r + M, r + 2M, ...
         # The shared HDET state is identical in every saved file.
@@ -373,17 +404,24 @@ class HDETTrainerMixin:
             sources = list(range(engine.rank, saved_world, engine.world_size))
         else:
             sources = [engine.rank % saved_world]
-        state = torch.load(
-            os.path.join(checkpoint, STATE_FILENAME.format(rank=sources[0])), weights_only=True
-        )
-        notes = engine.load_state_dict(state, elastic=saved_world != engine.world_size)
-        optimizer_states = [
-            torch.load(path, weights_only=True)
-            for path in (os.path.join(checkpoint, OPTIMIZER_FILENAME.format(rank=s)) for s in sources)
-            if os.path.isfile(path)
-        ]
-        if optimizer_states:
-            self.optimizer.load_state_dict(_merge_optimizer_states(optimizer_states))
+        notes: list[str] = []
+        try:
+            path = os.path.join(checkpoint, STATE_FILENAME.format(rank=sources[0]))
+            state = _load_checkpoint_file(path, checkpoint)
+            notes = engine.load_state_dict(state, elastic=saved_world != engine.world_size, source=path)
+            paths = [os.path.join(checkpoint, OPTIMIZER_FILENAME.format(rank=s)) for s in sources]
+            if os.path.isfile(paths[0]):  # absent when the run averaged optimizer state (optimizer.pt holds it)
+                optimizer_states = [_load_checkpoint_file(p, checkpoint) for p in paths]
+                try:
+                    self.optimizer.load_state_dict(_merge_optimizer_states(optimizer_states))
+                except (KeyError, ValueError, RuntimeError, TypeError, IndexError) as exc:
+                    raise ValueError(
+                        f"{paths[0]} does not fit this run's optimizer ({type(exc).__name__}: {exc}). Resume with "
+                        "the model, optimizer and param groups (--hdet_lr_groups) of the run that saved it."
+                    ) from exc
+        except (ValueError, FileNotFoundError) as exc:
+            error = exc
+        _raise_on_every_rank(error, engine)
         if notes and self.is_world_process_zero():
             mapping = {
                 r: list(range(r, saved_world, engine.world_size))
@@ -399,6 +437,26 @@ class HDETTrainerMixin:
                 mapping,
             )
         self.lr_scheduler.reapply()
+
+    def _check_run_length(self, checkpoint: str, shared: dict[str, Any]) -> None:
+        """A resumed run must have the saved length: OneCycle's shape, the controller warm-up and the end of
+        exploration are fractions of it (OneCycle's restored total_steps would stop a longer run mid-way)."""
+        engine = self.hdet_engine
+        assert engine is not None
+        saved = shared.get("total_steps")
+        if saved is None:  # written before the state recorded it: OneCycle's scheduler.pt has it
+            scheduler_path = os.path.join(checkpoint, "scheduler.pt")
+            if engine.config.base_schedule == "one_cycle" and os.path.isfile(scheduler_path):
+                saved = _load_checkpoint_file(scheduler_path, checkpoint).get("total_steps")
+        if saved is not None and saved != engine.total_steps:
+            raise ValueError(
+                f"Checkpoint {checkpoint} was saved by a run of {saved} optimizer steps, but this run has "
+                f"{engine.total_steps} (from --max_steps, or --num_train_epochs and the batch size). HDET's "
+                "schedule (OneCycle's shape with --hdet_base_schedule one_cycle), the controller warm-up and the end "
+                f"of exploration are fixed by the run length, so it cannot continue with another one. Resume with "
+                f"--max_steps {saved}, or start a new run from the checkpoint's weights "
+                "(e.g. --model_name_or_path <checkpoint>)."
+            )
 
 
 class HDETTrainer(HDETTrainerMixin, Trainer):
@@ -422,11 +480,134 @@ def _merge_optimizer_states(states: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def _saved_world_size(checkpoint: str) -> int | None:
-    path = os.path.join(checkpoint, STATE_FILENAME.format(rank=0))
+def _atomic_save(obj: Any, path: str) -> None:
+    """torch.save to a temporary file, then rename: a reader never sees a half-written file."""
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def _load_checkpoint_file(path: str, checkpoint: str) -> Any:
+    """``torch.load(weights_only=True)`` with errors that name the file and what to do."""
     if not os.path.isfile(path):
-        return None
-    return int(torch.load(path, weights_only=True)["world_size"])
+        raise FileNotFoundError(
+            f"Checkpoint {checkpoint} has no {os.path.basename(path)}. {_resume_hint(checkpoint)}"
+        )
+    try:
+        return torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as exc:  # truncated zip, wrong pickle, ...: all mean the same to the user
+        raise ValueError(
+            f"Checkpoint file {path} could not be read ({type(exc).__name__}: {str(exc)[:200]}): it is damaged or "
+            f"truncated. {_resume_hint(checkpoint)}"
+        ) from exc
+
+
+def _missing_checkpoint_files(checkpoint: str) -> tuple[bool, list[str]]:
+    """(whether ``checkpoint`` was written by an HDET run, the files an HDET resume needs that are absent)."""
+    names = set(os.listdir(checkpoint)) if os.path.isdir(checkpoint) else set()
+    per_rank = {(m.group(1), int(m.group(2))) for m in map(_PER_RANK_FILE.fullmatch, names) if m}
+    if not per_rank and SCHEDULE_FILENAME not in names:
+        return False, []
+    state_ranks = sorted(r for kind, r in per_rank if kind == "state")
+    world, averaged = None, None
+    if state_ranks:
+        shared = _load_checkpoint_file(os.path.join(checkpoint, STATE_FILENAME.format(rank=state_ranks[0])), checkpoint)
+        world = shared.get("world_size") if isinstance(shared, dict) else None
+        config = shared.get("config") if isinstance(shared, dict) else None
+        if isinstance(config, dict):
+            averaged = bool(config.get("average_optimizer_state"))
+    if not isinstance(world, int) or world < 1:
+        world = max([r for _, r in per_rank], default=0) + 1
+    if averaged is None:  # a state without its config: optimizer files are expected if any was written
+        averaged = not any(kind == "optimizer" for kind, _ in per_rank)
+    expected = [STATE_FILENAME.format(rank=r) for r in range(world)]
+    if not averaged:
+        expected += [OPTIMIZER_FILENAME.format(rank=r) for r in range(world)]
+    expected.append(TRAINER_STATE_FILENAME)
+    return True, [name for name in expected if name not in names]
+
+
+def _check_checkpoint_files(checkpoint: str, hdet: bool) -> None:
+    """Refuse a checkpoint that cannot be resumed as asked, naming the files and the fix."""
+    is_hdet, missing = _missing_checkpoint_files(checkpoint)
+    if not hdet:
+        if is_hdet:
+            raise ValueError(
+                f"Checkpoint {checkpoint} was written by an HDET run (it holds hdet_state_rank*.pt): resuming it "
+                "without --hdet would load an HDET scheduler and rank 0's optimizer state into a plain run. Resume "
+                "it with --hdet and the same --hdet_* flags, or start a new run from its weights "
+                "(e.g. --model_name_or_path <checkpoint>)."
+            )
+        return
+    if not is_hdet:
+        raise FileNotFoundError(
+            f"Checkpoint {checkpoint} has no HDET state (hdet_state_rank*.pt): it was not written by an HDET "
+            "run. Resume it without --hdet, or resume from an HDET checkpoint."
+        )
+    if missing:
+        raise FileNotFoundError(
+            f"Checkpoint {checkpoint} is incomplete: {', '.join(missing)} missing (a process stopped while "
+            f"saving it). {_resume_hint(checkpoint)}"
+        )
+
+
+def _resume_hint(checkpoint: str) -> str:
+    """Point at the newest earlier checkpoint that is complete, if there is one."""
+    parent, name = os.path.split(os.path.normpath(checkpoint))
+    match = re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", name)
+    if match and os.path.isdir(parent):
+        steps = sorted(
+            (int(m.group(1)) for m in (re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", n) for n in os.listdir(parent)) if m),
+            reverse=True,
+        )
+        for step in steps:
+            if step >= int(match.group(1)):
+                continue
+            earlier = os.path.join(parent, f"{PREFIX_CHECKPOINT_DIR}-{step}")
+            try:
+                is_hdet, missing = _missing_checkpoint_files(earlier)
+            except (ValueError, FileNotFoundError):
+                continue
+            if is_hdet and not missing:
+                return f"Resume from {earlier} (the newest complete checkpoint before it) instead."
+    return "Resume from another checkpoint."
+
+
+def _read_saved_state(checkpoint: str) -> tuple[int, dict[str, Any]]:
+    """The saved world size and the shared part of the saved state (rank 0's file)."""
+    path = os.path.join(checkpoint, STATE_FILENAME.format(rank=0))
+    state = _load_checkpoint_file(path, checkpoint)
+    world = state.get("world_size") if isinstance(state, dict) else None
+    if not (isinstance(world, int) and not isinstance(world, bool) and world >= 1):
+        raise ValueError(
+            f"{path}: field 'world_size' must be an integer >= 1, but got {world!r}. The checkpoint is damaged or "
+            "was edited; resume from another checkpoint."
+        )
+    return world, state
+
+
+def _raise_on_every_rank(error: Exception | None, engine: HDETEngine) -> None:
+    """Raise ``error`` here, and on every other rank too (one small collective), so no rank trains on alone."""
+    if engine.world_size > 1:
+        gathered: list[Any] = [None] * dist.get_world_size(engine.group)
+        mine = None if error is None else (type(error).__name__, str(error))
+        dist.all_gather_object(gathered, mine, group=engine.group)
+        if error is None:
+            failed = [(rank, item) for rank, item in enumerate(gathered) if item is not None]
+            if failed:
+                rank, (kind, message) = failed[0]
+                cls = FileNotFoundError if kind == "FileNotFoundError" else ValueError
+                raise cls(f"rank {rank}: {message}")
+    if error is not None:
+        raise error
 
 
 def _prepare_model_without_ddp(prepare_model):

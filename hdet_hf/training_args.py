@@ -70,6 +70,17 @@ def _check_hdet_arguments(self: Any) -> None:
                 f"--hdet does not support --{backend} yet: HDET averages whole replicas, which needs every rank "
                 f"to hold all parameters. Drop --{backend} (plain data parallel), or drop --hdet."
             )
+    if self.hdet_config.base_schedule == "trainer" and str(self.lr_scheduler_type) in (
+        "reduce_lr_on_plateau",
+        "SchedulerType.REDUCE_ON_PLATEAU",
+    ):
+        # It steps on evaluation metrics, not per optimizer step; HDET sets each rank's LR every step.
+        raise ValueError(
+            "--lr_scheduler_type reduce_lr_on_plateau cannot be HDET's base schedule (--hdet_base_schedule "
+            "trainer): it changes the LR only when given an evaluation metric, while HDET sets every rank's LR "
+            "at every optimizer step. Use --hdet_base_schedule one_cycle, or another --lr_scheduler_type "
+            "(e.g. cosine)."
+        )
     if self.hdet_config.base_schedule == "one_cycle" and str(self.lr_scheduler_type) not in (
         "linear",
         "SchedulerType.LINEAR",

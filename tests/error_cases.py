@@ -7,7 +7,9 @@ changed. `scripts/make_error_table.py` runs the same cases and writes the real m
 
 Every case gets ``workdir``, a folder made by `prepare_workdir`: ``out/`` holds a pre-existing file and a
 real checkpoint (``checkpoint-2``, written by a run without ``--hdet``), and every case that starts a run uses
-``out`` as its ``--output_dir``. The cases that need a training run to find the problem (run-length checks,
+``out`` as its ``--output_dir``. ``hdet/checkpoint-2`` is a checkpoint of an HDET run (the flags of `train`
+with ``--hdet_sync_interval 2``), and ``damaged/<what>/checkpoint-2`` are copies of it with one file missing,
+truncated or edited. The cases that need a training run to find the problem (run-length checks,
 the probe signal, resuming a non-HDET checkpoint) call `HDETTrainer.train()` in this process with a tiny
 model; a callback fails the case if a training step ever begins.
 """
@@ -18,6 +20,7 @@ import contextlib
 import hashlib
 import io
 import math
+import shutil
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -135,16 +138,47 @@ def train(
     *flags: str,
     hdet: bool = True,
     dataset: str = "sized",
+    eval_dataset: str | None = None,
     resume: str | None = None,
     refuse: bool = True,
+    output: str = "out",
 ):
     """A single-process `HDETTrainer.train()` on a tiny model; with ``refuse`` a first step fails the case."""
-    args = parse(workdir, *(["--hdet"] if hdet else []), *TRAIN_FLAGS, *flags)
+    args = parse(workdir, *(["--hdet"] if hdet else []), *TRAIN_FLAGS, *flags, "--output_dir", str(workdir / output))
     data = Unsized() if dataset == "unsized" else tiny_rows()
-    callbacks = [RefuseToStep()] if hdet and refuse else []
-    trainer = HDETTrainer(model=tiny_model(), args=args, train_dataset=data, callbacks=callbacks)
+    evaluation = {"empty": [], "sized": tiny_rows(4)}.get(eval_dataset) if eval_dataset else None
+    callbacks = [RefuseToStep()] if refuse else []
+    trainer = HDETTrainer(
+        model=tiny_model(), args=args, train_dataset=data, eval_dataset=evaluation, callbacks=callbacks
+    )
     trainer.train(resume_from_checkpoint=str(workdir / resume) if resume else None)
     return trainer
+
+
+# ``damaged/<name>/checkpoint-2``: a copy of the HDET checkpoint with one change.
+def _drop_optimizer(folder: Path) -> None:
+    (folder / "hdet_optimizer_rank0.pt").unlink()
+
+
+def _truncate_state(folder: Path) -> None:
+    path = folder / "hdet_state_rank0.pt"
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def _edit_state(**changes: Any) -> Callable[[Path], None]:
+    def edit(folder: Path) -> None:
+        path = folder / "hdet_state_rank0.pt"
+        torch.save({**torch.load(path, weights_only=True), **changes}, path)
+
+    return edit
+
+
+DAMAGED = {
+    "no_optimizer": _drop_optimizer,
+    "truncated": _truncate_state,
+    "world_size_0": _edit_state(world_size=0),
+    "negative_scale": _edit_state(controllers={"lr": {"scale": -2.0, "velocity": 0.0}}),
+}
 
 
 def prepare_workdir(workdir: Path) -> dict[str, str]:
@@ -155,8 +189,13 @@ def prepare_workdir(workdir: Path) -> dict[str, str]:
         "written before the run; a run that refuses to start must leave it alone\n"
     )
     with _quiet():
-        train(workdir, "--max_steps", "2", hdet=False)
+        train(workdir, "--max_steps", "2", hdet=False, refuse=False)
+        train(workdir, "--hdet_sync_interval", "2", output="hdet", refuse=False)
     assert (out / "checkpoint-2" / "trainer_state.json").is_file()
+    for name, damage in DAMAGED.items():
+        folder = workdir / "damaged" / name / "checkpoint-2"
+        shutil.copytree(workdir / "hdet" / "checkpoint-2", folder)
+        damage(folder)
     return snapshot(workdir)
 
 
@@ -340,8 +379,28 @@ CASES: list[ErrorCase] = [
         "--hdet_divergence_factor", "1.0", match=r"--hdet_divergence_factor must be 0 \(off\) or.*got 1.0"
     ),
     _flags("--hdet_divergence_factor", "-2", match=r"--hdet_divergence_factor must be 0 \(off\) or.*got -2"),
-    _flags("--hdet_bucket_size_mb", "0", match=r"--hdet_bucket_size_mb must be > 0 MiB, but got 0"),
+    _flags("--hdet_bucket_size_mb", "0", match=r"--hdet_bucket_size_mb must be > 0 MiB and finite, but got 0"),
+    _flags("--hdet_bucket_size_mb", "inf", match=r"--hdet_bucket_size_mb must be > 0 MiB and finite, but got inf"),
+    _flags(
+        "--hdet_seed",
+        str(2**64),
+        match=r"--hdet_seed must be an integer in \[-2\*\*63, 2\*\*63\), but got 18446744073709551616",
+    ),
+    _flags(
+        "--hdet_base_schedule",
+        "trainer",
+        "--lr_scheduler_type",
+        "reduce_lr_on_plateau",
+        "--eval_strategy",
+        "steps",
+        match=r"--lr_scheduler_type reduce_lr_on_plateau cannot be HDET's base schedule.*--hdet_base_schedule one_cycle",
+    ),
     _flags("--hdet_probe_size", "0", match=r"--hdet_probe_size must be a positive integer, but got 0"),
+    _flags(
+        "--hdet_explore_until",
+        "1.5",
+        match=r"--hdet_explore_until must be a fraction of the run in \(0, 1\] or an integer step >= 1, but got 1.5",
+    ),
     _flags("--fsdp", "full_shard", match=r"--hdet does not support --fsdp yet.*Drop --fsdp"),
     _flags(
         "--hdet_weight_decay_spread",
@@ -439,7 +498,7 @@ CASES: list[ErrorCase] = [
     ),
     _config(
         'bucket_size_mb=float("nan")',
-        r"--hdet_bucket_size_mb must be > 0 MiB, but got nan",
+        r"--hdet_bucket_size_mb must be > 0 MiB and finite, but got nan",
         bucket_size_mb=math.nan,
     ),
     ErrorCase(
@@ -481,7 +540,19 @@ CASES: list[ErrorCase] = [
         "--hdet_controller_signal",
         "probe",
         dataset="unsized",
-        match=r"--hdet_controller_signal probe needs an eval_dataset or a sized train_dataset.*train_loss",
+        match=r"--hdet_controller_signal probe draws its shared probe batch from the eval_dataset, else the "
+        r"train_dataset, but there is no eval_dataset and the train_dataset has no length.*train_loss",
+    ),
+    _train(
+        "--hdet --max_steps 4 --hdet_sync_interval 2 --hdet_controller_signal probe, streaming train set, empty "
+        "eval set",
+        "--hdet_sync_interval",
+        "2",
+        "--hdet_controller_signal",
+        "probe",
+        dataset="unsized",
+        eval_dataset="empty",
+        match=r"but the eval_dataset is empty and the train_dataset has no length \(a streaming dataset\)",
     ),
     _train(
         "--hdet --max_steps 4 --hdet_sync_interval 2, resume_from_checkpoint=<checkpoint of a run without --hdet>",
@@ -490,6 +561,79 @@ CASES: list[ErrorCase] = [
         resume="out/checkpoint-2",
         error=FileNotFoundError,
         match=r"Checkpoint <tmp>/out/checkpoint-2 has no HDET state.*Resume it without --hdet",
+    ),
+    _train(
+        "--max_steps 4 (no --hdet), resume_from_checkpoint=<checkpoint of an HDET run>",
+        resume="hdet/checkpoint-2",
+        hdet=False,
+        match=r"Checkpoint <tmp>/hdet/checkpoint-2 was written by an HDET run.*Resume it with --hdet and the same",
+    ),
+    _train(
+        "--hdet --max_steps 6 --hdet_sync_interval 2, resume_from_checkpoint=<checkpoint of a 4-step run>",
+        "--hdet_sync_interval",
+        "2",
+        "--max_steps",
+        "6",
+        resume="hdet/checkpoint-2",
+        match=r"Checkpoint <tmp>/hdet/checkpoint-2 was saved by a run of 4 optimizer steps, but this run has 6.*"
+        r"Resume with --max_steps 4",
+    ),
+    _train(
+        "--hdet --max_steps 4 --hdet_sync_interval 2 --hdet_lr_spread 0.5, resume_from_checkpoint=<saved with "
+        "spread 0.25>",
+        "--hdet_sync_interval",
+        "2",
+        "--hdet_lr_spread",
+        "0.5",
+        resume="hdet/checkpoint-2",
+        match=r"hdet_state_rank0.pt was saved with --hdet_lr_spread 0.25, but this run has --hdet_lr_spread 0.5\. "
+        r"HDET cannot change these settings",
+    ),
+    _train(
+        "--hdet --max_steps 4 --hdet_sync_interval 2 --weight_decay 0.1 --hdet_weight_decay_spread 0.5, "
+        "resume_from_checkpoint=<saved without a weight decay spread>",
+        "--hdet_sync_interval",
+        "2",
+        "--weight_decay",
+        "0.1",
+        "--hdet_weight_decay_spread",
+        "0.5",
+        resume="hdet/checkpoint-2",
+        match=r"was saved with --hdet_weight_decay_spread 0.0, but this run has --hdet_weight_decay_spread 0.5",
+    ),
+    _train(
+        "--hdet --max_steps 4 --hdet_sync_interval 2, resume_from_checkpoint=<HDET checkpoint without "
+        "hdet_optimizer_rank0.pt>",
+        "--hdet_sync_interval",
+        "2",
+        resume="damaged/no_optimizer/checkpoint-2",
+        error=FileNotFoundError,
+        match=r"Checkpoint <tmp>/damaged/no_optimizer/checkpoint-2 is incomplete: hdet_optimizer_rank0.pt missing",
+    ),
+    _train(
+        "--hdet --max_steps 4 --hdet_sync_interval 2, resume_from_checkpoint=<HDET checkpoint with a truncated "
+        "hdet_state_rank0.pt>",
+        "--hdet_sync_interval",
+        "2",
+        resume="damaged/truncated/checkpoint-2",
+        match=r"Checkpoint file <tmp>/damaged/truncated/checkpoint-2/hdet_state_rank0.pt could not be read.*damaged "
+        r"or truncated",
+    ),
+    _train(
+        "--hdet --max_steps 4 --hdet_sync_interval 2, resume_from_checkpoint=<hdet_state_rank0.pt edited: "
+        "world_size 0>",
+        "--hdet_sync_interval",
+        "2",
+        resume="damaged/world_size_0/checkpoint-2",
+        match=r"hdet_state_rank0.pt: field 'world_size' must be an integer >= 1, but got 0",
+    ),
+    _train(
+        "--hdet --max_steps 4 --hdet_sync_interval 2, resume_from_checkpoint=<hdet_state_rank0.pt edited: "
+        "controller scale -2>",
+        "--hdet_sync_interval",
+        "2",
+        resume="damaged/negative_scale/checkpoint-2",
+        match=r"hdet_state_rank0.pt: field \"controllers\['lr'\].scale\" must be a finite number > 0.*but got -2.0",
     ),
     _train(
         "--hdet --max_steps 4 --hdet_sync_interval 2 --hdet_weight_decay_spread 0.5 (--weight_decay 0)",
@@ -635,6 +779,20 @@ CASES: list[ErrorCase] = [
         match=r"lr_per_step\[1\] has 1 value\(s\), but param_group_names lists 2 group\(s\)",
     ),
     ErrorCase(
+        id="HDETSchedule.from_dict: NaN LR",
+        where="HDETSchedule",
+        shown='HDETSchedule.from_dict({..., "lr_per_step": [[0.001], [NaN]]})',
+        run=lambda workdir: HDETSchedule.from_dict(_schedule_dict(lr_per_step=[[1e-3], [math.nan]])),
+        match=r"lr_per_step\[1\]\[0\] \(the base LR of optimizer step 2\) must be a finite number in \[0, 1000\]",
+    ),
+    ErrorCase(
+        id="HDETSchedule.from_dict: wrong type",
+        where="HDETSchedule",
+        shown='HDETSchedule.from_dict({..., "trajectory": "none"})',
+        run=lambda workdir: HDETSchedule.from_dict(_schedule_dict(trajectory="none")),
+        match=r"field 'trajectory' must be a list of objects \(one per sync\), but got 'none'",
+    ),
+    ErrorCase(
         id="HDETSchedule.from_pretrained: no file",
         where="HDETSchedule",
         shown="HDETSchedule.from_pretrained(<output_dir without hdet_schedule.json>)",
@@ -706,13 +864,27 @@ CASES: list[ErrorCase] = [
         where="HDETEngine state",
         shown='engine.load_state_dict({..., "version": 99})',
         run=lambda workdir: _engine_state(version=99),
-        match=r"Expected HDET state version 2, but got 99",
+        match=r"expected HDET state version 2, but got 99",
+    ),
+    ErrorCase(
+        id="engine state: permutation",
+        where="HDETEngine state",
+        shown='engine.load_state_dict({..., "permutations": {"lr": [3]}})',
+        run=lambda workdir: _engine_state(permutations={"lr": [3]}),
+        match=r"field \"permutations\['lr'\]\" must be a permutation of 0..0, but got \[3\]",
+    ),
+    ErrorCase(
+        id="engine state: other settings",
+        where="HDETEngine state",
+        shown="engine.load_state_dict(<state saved with HDETConfig(sync_interval=4)>) by an engine with sync_interval=2",
+        run=lambda workdir: _engine_state(config=HDETConfig(sync_interval=4).to_dict()),
+        match=r"was saved with --hdet_sync_interval 4, but this run has --hdet_sync_interval 2",
     ),
     ErrorCase(
         id="engine state: world size",
         where="HDETEngine state",
         shown='engine.load_state_dict({..., "world_size": 4}) on 1 process, elastic=False',
-        run=lambda workdir: _engine_state(world_size=4),
+        run=lambda workdir: _engine_state(world_size=4, permutations={"lr": [0, 1, 2, 3]}),
         match=r"saved with 4 processes but this run has 1; resume on the same number of processes, or load it "
         r"with elastic=True",
     ),

@@ -74,7 +74,7 @@ def test_the_case_list_covers_every_constrained_flag():
     assert len(CASES) >= 20 and len(set(ids)) == len(ids)
     messages = " ".join(c.match.replace("\\", "") for c in CASES)
     # Every HDETConfig field has a case naming its flag, except those whose every value is legal.
-    always_legal = {"seed", "average_optimizer_state", "lr_groups"}
+    always_legal = {"average_optimizer_state", "lr_groups"}
     for name in set(HDETConfig.field_names()) - always_legal:
         assert re.search(rf"--hdet_{name}\b", messages), f"no invalid-input case names --hdet_{name}"
 
@@ -184,7 +184,7 @@ def launch(root: Path, name: str, nproc: int, scenarios: list[dict], timeout: fl
         log.close()
     result = Launch([p.returncode for p in procs], outputs)
     for scenario in scenarios:
-        if scenario.get("faults") and any(f["kind"] == "sigkill" for f in scenario["faults"]):
+        if scenario.get("faults") and any(f["kind"].startswith("sigkill") for f in scenario["faults"]):
             continue
         missing = [
             r for r in range(nproc) if not (root / "dump" / scenario["name"] / f"rank{r}.pt").is_file()
@@ -581,3 +581,58 @@ def test_bf16_autocast_matches_fp32_within_bf16_precision(runs):
         travelled = (a["final"] - a["begin"]["params"]).norm()
         assert (b["final"] - a["final"]).norm() <= 0.05 * travelled
         assert not torch.equal(a["final"], b["final"])  # bf16 autocast really ran
+
+
+# ================================================================================== killed while saving
+
+
+@pytest.fixture(scope="module")
+def killed_saving(tmp_path_factory) -> Runs:
+    """Rank 1 is SIGKILLed when the step-6 save starts (--save_total_limit 1), then both checkpoints are resumed."""
+    root = tmp_path_factory.mktemp("killed_saving")
+    out = root / "killed"
+
+    def scenario(name: str, *flags: str, **options) -> dict:
+        return {"name": name, "args": ["--output_dir", str(root / name), *COMMON, *REFERENCE, *flags], **options}
+
+    launches = {
+        "kill": launch(
+            root,
+            "kill",
+            2,
+            [scenario("killed", "--save_total_limit", "1", faults=[{"kind": "sigkill_save", "rank": 1, "step": 6}])],
+        )
+    }
+    launches["resume"] = launch(
+        root,
+        "resume",
+        2,
+        [
+            scenario("incomplete", "--resume_from_checkpoint", str(out / "checkpoint-6"), expect_error=True),
+            scenario("previous", "--resume_from_checkpoint", str(out / "checkpoint-3")),
+        ],
+    )
+    return Runs(root, launches)
+
+
+@slow
+def test_a_rank_killed_while_saving_leaves_the_previous_checkpoint_and_a_clear_error(killed_saving):
+    assert killed_saving.launches["kill"].returncodes[1] == -signal.SIGKILL
+    out = killed_saving.out("killed")
+    # Rotation (--save_total_limit 1) waits until every rank's HDET files are on disk: it never ran.
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-3", "checkpoint-6"]
+    previous, partial = out / "checkpoint-3", out / "checkpoint-6"
+    for rank in (0, 1):
+        assert (previous / f"hdet_state_rank{rank}.pt").is_file()
+        assert (previous / f"hdet_optimizer_rank{rank}.pt").is_file()
+    assert not (partial / "hdet_state_rank1.pt").exists() and not (partial / "trainer_state.json").exists()
+    assert not list(partial.glob(".*.tmp"))  # no half-written file under a real name or a temporary one
+    # Resuming the partial one is refused on both ranks, naming the missing files and the checkpoint to use.
+    for r in killed_saving.dump("incomplete"):
+        assert r["error"].startswith(f"FileNotFoundError: Checkpoint {partial} is incomplete:")
+        assert "hdet_state_rank1.pt" in r["error"] and "hdet_optimizer_rank1.pt" in r["error"]
+        assert f"Resume from {previous}" in r["error"]
+        assert "not written by an HDET run" not in r["error"]
+    # The previous one still resumes and finishes the run.
+    for r in killed_saving.dump("previous"):
+        assert r["error"] is None and r["begin"]["global_step"] == 3 and r["global_step"] == 8

@@ -9,7 +9,12 @@ transformers imports) costs far more than training the tiny model. Each scenario
 - ``inf_param``: one parameter entry is set to +inf just before the optimizer step (the loss stays finite);
 - ``scale_loss``: the loss the engine records is multiplied by ``factor`` (backward untouched), i.e. a loss
   explosion seen by the divergence test only;
-- ``sigkill``: the process kills itself with SIGKILL at the start of that step (no cleanup of any kind).
+- ``sigkill``: the process kills itself with SIGKILL at the start of that step (no cleanup of any kind);
+- ``sigkill_save``: the same, when the Trainer starts saving the checkpoint of that step (after the converge
+  before the save, before this rank has written any file of it).
+
+A scenario with ``expect_error`` records an `HDETDivergenceError`, or a ValueError/FileNotFoundError from a
+refused resume, instead of failing.
 
 Every rank writes ``<dump_dir>/<scenario>/rank<r>.pt`` with what it saw: LRs, multipliers, the parameters
 just before and just after every converge, its optimizer state after each converge, the batches it trained
@@ -122,6 +127,16 @@ class FaultTrainer(HDETTrainer):
         rows.extend(tuple(r) for r in inputs["input_ids"].tolist())
         return super().training_step(model, inputs, num_items_in_batch)
 
+    def _save_checkpoint(self, model, trial):
+        if any(
+            f["kind"] == "sigkill_save" and f["rank"] == self.rank and f["step"] == self.state.global_step
+            for f in self.faults
+        ):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super()._save_checkpoint(model, trial)
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         if self.fault("nan_loss") is None:
@@ -226,13 +241,16 @@ def run_scenario(scenario: dict[str, Any], dump_root: Path) -> None:
     error = None
     try:
         trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
-    except HDETDivergenceError as exc:
+    except (HDETDivergenceError, ValueError, FileNotFoundError) as exc:
         if not scenario.get("expect_error"):
             raise
         error = f"{type(exc).__name__}: {exc}"
     engine = trainer.hdet_engine
     out = dump_root / scenario["name"]
     out.mkdir(parents=True, exist_ok=True)
+    if engine is None or (not recorder.begin and error is not None):  # refused before training began
+        torch.save({"error": error, "global_step": trainer.state.global_step}, out / f"rank{rank}.pt")
+        return
     torch.save(
         {
             "error": error,

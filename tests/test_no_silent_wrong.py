@@ -1,0 +1,278 @@
+"""No silent wrong training (issue 11): what used to crash late, mix settings or corrupt state is now a clear
+error before anything is written, or correct training.
+
+Single-process tests live here; the multi-process ones are `test_reliability.py`'s
+``test_a_rank_killed_while_saving_...`` and ``tests/test_no_silent_wrong_distributed.py`` (marked slow).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+import weakref
+from pathlib import Path
+
+import pytest
+import torch
+from error_cases import train
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from hdet_hf import HDETConfig
+from hdet_hf.collectives import fused_average_
+from hdet_hf.engine import HDETDivergenceError, HDETEngine
+from hdet_hf.hyperparameters import Hyperparameter
+from hdet_hf.schedule_metadata import HDETSchedule, ReplayLR
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# ================================================================================== item 11: converge memory
+
+
+class PeakBytes(TorchDispatchMode):
+    """Peak bytes of tensor storage allocated by torch ops inside the block (works on CPU).
+
+    Every op output whose storage was not seen before counts as allocated until its storage is freed
+    (storage objects keep their Python wrapper while alive, so a weakref finaliser sees the free).
+    """
+
+    def __init__(self, existing: list[torch.Tensor]) -> None:
+        super().__init__()
+        self.seen = {t.untyped_storage().data_ptr() for t in existing}
+        self.live = 0
+        self.peak = 0
+
+    def _free(self, key: int, nbytes: int) -> None:
+        self.live -= nbytes
+        self.seen.discard(key)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                storage = t.untyped_storage()
+                key, nbytes = storage.data_ptr(), storage.nbytes()
+                if nbytes == 0 or key in self.seen:
+                    continue
+                self.seen.add(key)
+                self.live += nbytes
+                self.peak = max(self.peak, self.live)
+                weakref.finalize(storage, self._free, key, nbytes)
+        return out
+
+
+def test_a_bf16_converge_costs_twice_the_bucket_not_four_times():
+    tensors = [torch.randn(64, 128).to(torch.bfloat16) for _ in range(8)]
+    expected = [t.float().clone() for t in tensors]  # one process: the average is the tensor itself
+    bucket_bytes = sum(t.numel() * t.element_size() for t in tensors)
+    stats = torch.zeros(3, dtype=torch.float64)
+    mode = PeakBytes(tensors + [stats])
+    with mode:
+        fused_average_(tensors, stats, 0, 1)
+    # The float32 flat buffer is 2x the bf16 bytes; the statistics block adds a few bytes. The old code also
+    # held a float32 copy of every tensor while concatenating them: 4x.
+    assert mode.peak <= 2 * bucket_bytes + 1024, f"peak {mode.peak} bytes for a {bucket_bytes}-byte bucket"
+    assert mode.peak >= 2 * bucket_bytes  # the measurement sees the flat buffer itself
+    for t, e in zip(tensors, expected):
+        assert torch.equal(t.float(), e)
+
+
+# ================================================================================== item 10: schedule files
+
+
+def _schedule_file(tmp_path, **changes):
+    data = HDETSchedule(world_size=2, total_steps=2, sync_interval=1, lr_per_step=[[1e-3], [5e-4]]).to_dict()
+    data.update(changes)
+    path = tmp_path / "hdet_schedule.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    "changes,match",
+    [
+        ({"lr_per_step": [[1e-3], [float("nan")]]}, r"lr_per_step\[1\]\[0\].*finite number in \[0, 1000\], but got nan"),
+        ({"lr_per_step": [[-1e-3], [5e-4]]}, r"lr_per_step\[0\]\[0\].*but got -0.001"),
+        ({"lr_per_step": [[1e-3], [1e30]]}, r"lr_per_step\[1\]\[0\].*but got 1e\+30"),
+        ({"lr_per_step": [[1e-3], [None]]}, r"lr_per_step\[1\]\[0\].*but got None"),
+        ({"lr_per_step": [[1e-3], ["0.1"]]}, r"lr_per_step\[1\]\[0\].*but got '0.1'"),
+        ({"lr_per_step": 5}, r"field 'lr_per_step' must be a list of rows"),
+        ({"world_size": 0}, r"field 'world_size' must be an integer >= 1, but got 0"),
+        ({"sync_interval": "2"}, r"field 'sync_interval' must be an integer >= 1, but got '2'"),
+        ({"param_group_names": 3}, r"field 'param_group_names' must be a list of strings"),
+        ({"trajectory": [1, 2]}, r"field 'trajectory' must be a list of objects"),
+        ({"trajectory": [{"step": "x"}]}, r"field 'trajectory\[0\].step' must be an integer"),
+        ({"config": []}, r"field 'config' must be an object"),
+        ({"values_per_step": {"dropout": "high"}}, r"field 'values_per_step.dropout' must be a list of numbers"),
+    ],
+)
+def test_a_malformed_schedule_file_is_refused_with_the_field(tmp_path, changes, match):
+    path = _schedule_file(tmp_path, **changes)
+    with pytest.raises(ValueError, match=match) as info:
+        HDETSchedule.from_pretrained(tmp_path)
+    assert str(path) in str(info.value)
+
+
+def test_a_deeply_nested_schedule_file_is_refused(tmp_path):
+    (tmp_path / "hdet_schedule.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match=r"nested too deeply|not valid JSON"):
+        HDETSchedule.from_pretrained(tmp_path)
+    nested: list = []
+    for _ in range(5000):
+        nested = [nested]
+    data = HDETSchedule(lr_per_step=[[0.1]]).to_dict()
+    data["config"] = {"x": nested}
+    with pytest.raises(ValueError, match=r"nested too deeply"):
+        HDETSchedule.from_dict(data)
+
+
+def test_replay_refuses_a_non_finite_table():
+    optimizer = torch.optim.SGD(torch.nn.Linear(2, 1).parameters(), lr=0.1)
+    with pytest.raises(ValueError, match=r"lr_per_step\[0\]\[0\].*but got inf"):
+        ReplayLR(optimizer, [[float("inf")]])
+    with pytest.raises(ValueError, match=r"rows of numbers"):
+        ReplayLR(optimizer, [[None]])
+
+
+# ================================================================================== item 2: crash-safe checkpoints
+
+
+class Killed(BaseException):
+    """Stands in for SIGKILL inside one process: nothing after it runs, no except clause catches it."""
+
+
+def test_a_save_that_dies_midway_leaves_the_previous_checkpoint_usable(tmp_path, monkeypatch):
+    real_save = torch.save
+
+    def dying_save(obj, f, *args, **kwargs):
+        name = str(getattr(f, "name", f))
+        if "checkpoint-4" in name and "hdet_optimizer_rank0" in name:
+            if hasattr(f, "write"):
+                f.write(b"PK\x03\x04 half a file")
+            raise Killed
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", dying_save)
+    with pytest.raises(Killed), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        train(tmp_path, "--hdet_sync_interval", "2", "--save_total_limit", "1", refuse=False)
+    monkeypatch.setattr(torch, "save", real_save)
+    out = tmp_path / "out"
+    # --save_total_limit 1 would have removed checkpoint-2 had the Trainer saved (and rotated) first.
+    assert (out / "checkpoint-2" / "hdet_optimizer_rank0.pt").is_file()
+    assert not (out / "checkpoint-4" / "hdet_optimizer_rank0.pt").exists()  # no half-written file
+    assert not list((out / "checkpoint-4").glob(".*.tmp"))
+    # The newest (partial) checkpoint is refused with the missing files and the one to use instead.
+    with pytest.raises(FileNotFoundError) as info:
+        train(tmp_path, "--hdet_sync_interval", "2", resume="out/checkpoint-4")
+    message = str(info.value)
+    assert "checkpoint-4 is incomplete: hdet_optimizer_rank0.pt, trainer_state.json missing" in message
+    assert f"Resume from {out / 'checkpoint-2'}" in message and "not written by an HDET run" not in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        resumed = train(tmp_path, "--hdet_sync_interval", "2", resume="out/checkpoint-2", refuse=False)
+    assert resumed.state.global_step == 4
+
+
+# ================================================================================== items 5 and 7: loaded state
+
+
+def _engine(**config) -> HDETEngine:
+    model = torch.nn.Linear(2, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return HDETEngine(
+            HDETConfig(sync_interval=2, **config), model, torch.optim.SGD(model.parameters(), lr=0.1), 4
+        )
+
+
+def test_a_version_1_state_file_still_loads_through_the_migration():
+    state = torch.load(FIXTURES / "hdet_state_v1.pt", weights_only=True)
+    assert state["version"] == 1 and "loss_weight" not in state and "config" not in state
+    engine = _engine()
+    engine.load_state_dict(state)
+    assert engine.step == 1 and engine.steps_since_sync == 1
+    # Version 1 summed one unweighted mean per step: the window's mean (2.5) is kept.
+    assert float(engine._loss_sum) / float(engine._loss_weight) == 2.5
+    report = engine.end_step()  # step 2 closes the interval with the migrated window
+    assert report is not None and report.losses == [2.5]
+
+
+def test_a_hyperparameter_added_on_resume_is_refused_by_name():
+    saved = _engine().state_dict()
+    engine = _engine()
+    engine.add_hyperparameter(Hyperparameter("router_aux_loss", spread=0.5, base=0.01, setter=lambda v: None))
+    with pytest.raises(ValueError, match=r"explores \['lr'\], but this run explores.*new: \['router_aux_loss'\]"):
+        engine.load_state_dict(saved)
+
+
+def test_settings_that_only_change_memory_may_change_on_resume():
+    saved = _engine(bucket_size_mb=256.0).state_dict()
+    _engine(bucket_size_mb=1.0).load_state_dict(saved)  # no error
+    with pytest.raises(ValueError, match=r"--hdet_seed 0, but this run has --hdet_seed 3"):
+        _engine(seed=3).load_state_dict(saved)
+
+
+@pytest.mark.parametrize(
+    "changes,match",
+    [
+        ({"world_size": 0}, r"field 'world_size' must be an integer >= 1, but got 0"),
+        ({"controllers": {"lr": {"scale": -1.0, "velocity": 0.0}}}, r"controllers\['lr'\].scale.*got -1.0"),
+        ({"controllers": {"lr": {"scale": math.inf, "velocity": 0.0}}}, r"controllers\['lr'\].scale.*got inf"),
+        ({"lr_per_step": [[float("nan")]]}, r"field 'lr_per_step\[0\]' must be a list of finite learning rates"),
+        ({"steps_since_sync": 7}, r"field 'steps_since_sync' must be an integer in \[0, step=2\]"),
+        ({"generator_state": [1, 2]}, r"field 'generator_state' must be a uint8 tensor"),
+        ({"step": -1}, r"field 'step' must be an integer >= 0"),
+        ({"outer_anchors": [torch.zeros(3)]}, r"field 'outer_anchors' does not match this model's 2 trainable"),
+    ],
+)
+def test_edited_state_values_are_refused_with_the_field(changes, match):
+    engine = _engine()
+    engine.apply_lr([0.1])
+    for _ in range(2):
+        engine.add_loss(1.0)
+        engine.end_step()
+    state = {**engine.state_dict(), **changes}
+    with pytest.raises(ValueError, match=match):
+        _engine().load_state_dict(state, source="ck/hdet_state_rank0.pt")
+
+
+# ================================================================================== item 8: averaged optimizer state
+
+
+def test_a_non_finite_averaged_optimizer_state_makes_the_rank_unhealthy():
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        engine = HDETEngine(HDETConfig(sync_interval=1, average_optimizer_state=True), model, optimizer, 4)
+    model(torch.ones(2, 3)).sum().backward()
+    optimizer.step()
+    optimizer.state[model.weight]["exp_avg_sq"][0, 0] = math.inf  # parameters and loss stay finite
+    engine.add_loss(1.0)
+    assert torch.isfinite(model.weight).all()
+    # One process: the only replica is unhealthy, so there is nothing to average (on N ranks the others' average
+    # replaces it: tests/test_no_silent_wrong_distributed.py).
+    with pytest.raises(HDETDivergenceError):
+        engine.end_step()
+
+
+# ================================================================================== item 9: the probe batch
+
+
+def test_the_probe_batch_comes_from_the_train_set_when_the_eval_set_is_empty(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = train(
+            tmp_path,
+            "--hdet_sync_interval",
+            "2",
+            "--hdet_controller_signal",
+            "probe",
+            "--save_strategy",
+            "no",
+            eval_dataset="empty",
+            refuse=False,
+        )
+    assert trainer.state.global_step == 4 and trainer.hdet_engine.probe_fn is not None

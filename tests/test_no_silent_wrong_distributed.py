@@ -1,0 +1,40 @@
+"""No silent wrong training (issue 11) under real gloo processes: settings that differ between ranks are
+refused on every rank at start (they used to hang or train with wrong multipliers), and a non-finite
+optimizer state on one rank no longer enters every rank's average."""
+
+import math
+
+import pytest
+import torch
+from distributed import load_ranks, torchrun
+
+pytestmark = pytest.mark.slow
+
+
+def test_settings_that_differ_between_ranks_are_refused_on_every_rank(tmp_path):
+    torchrun("safety_worker.py", 3, ["settings", str(tmp_path)], timeout=180)
+    ranks = load_ranks(tmp_path, 3)
+    for r in ranks:
+        assert r["sync_interval"] == ranks[0]["sync_interval"]  # the same error on every rank: none hangs
+        assert "HDET settings differ between processes: --hdet_sync_interval: 2 on ranks [0], 3 on ranks [1, 2]" in (
+            r["sync_interval"]
+        )
+        assert "--hdet_lr_spread: 0.25 on ranks [0], 0.5 on ranks [1, 2]" in r["lr_spread"]
+        assert "total optimizer steps (--max_steps): 8 on ranks [0], 10 on ranks [1, 2]" in r["run_length"]
+        assert "same command line" in r["lr_spread"]
+        assert r["same"] is None
+
+
+def test_an_inf_in_one_ranks_averaged_optimizer_state_does_not_reach_the_others(tmp_path):
+    torchrun("safety_worker.py", 3, ["optimizer_inf", str(tmp_path)], timeout=180)
+    ranks = load_ranks(tmp_path, 3)
+    assert math.isinf(float(ranks[1]["before"]["exp_avg_sq"][0, 0]))
+    healthy_mean = torch.stack([ranks[r]["before"]["exp_avg_sq"] for r in (0, 2)]).mean(0)
+    for r in ranks:
+        assert r["excluded"] == [1]
+        # Every rank, the bad one included, holds the healthy ranks' average: finite, and bit-identical.
+        assert torch.isfinite(r["after"]["exp_avg_sq"]).all()
+        assert torch.equal(r["after"]["exp_avg_sq"], ranks[0]["after"]["exp_avg_sq"])
+        torch.testing.assert_close(r["after"]["exp_avg_sq"], healthy_mean)
+        for p, q in zip(r["params"], ranks[0]["params"]):
+            assert torch.equal(p, q) and torch.isfinite(p).all()

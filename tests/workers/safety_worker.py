@@ -1,0 +1,80 @@
+"""Multi-process checks of issue 11 (no silent wrong training), engine-level so no transformers import.
+
+Usage: ``safety_worker.py SCENARIO DUMP_DIR``; every rank writes ``DUMP_DIR/rank<r>.pt``.
+
+- ``settings``: several plans of per-rank settings; each rank records what creating the engine raised.
+- ``optimizer_inf``: Adam, ``average_optimizer_state``; rank 1 puts +inf into one second moment before the
+  converge; every rank records its optimizer state and parameters after it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import warnings
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from hdet_hf import HDETConfig
+from hdet_hf.engine import HDETEngine
+from hdet_hf.process import finish_distributed
+
+# (name, settings of rank 0, settings of the other ranks, total steps per rank)
+PLANS = [
+    ("sync_interval", {"sync_interval": 2}, {"sync_interval": 3}, (8, 8)),
+    ("lr_spread", {"lr_spread": 0.25}, {"lr_spread": 0.5}, (8, 8)),
+    ("run_length", {}, {}, (8, 10)),
+    ("same", {"bucket_size_mb": 1.0}, {"bucket_size_mb": 1.0}, (8, 8)),
+]
+
+
+def scenario_settings(rank: int, world: int) -> dict:
+    out = {}
+    for name, first, others, steps in PLANS:
+        model = nn.Linear(2, 1)
+        config = HDETConfig(**({"sync_interval": 2} | (first if rank == 0 else others)))
+        try:
+            HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=0.1), steps[min(rank, 1)])
+            out[name] = None
+        except ValueError as exc:
+            out[name] = str(exc)
+    return out
+
+
+def scenario_optimizer_inf(rank: int, world: int) -> dict:
+    torch.manual_seed(0)
+    model = nn.Linear(3, 2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    config = HDETConfig(sync_interval=1, average_optimizer_state=True, lr_spread=0.5)
+    engine = HDETEngine(config, model, optimizer, total_steps=4)
+    model(torch.full((2, 3), float(rank + 1))).pow(2).sum().backward()
+    optimizer.step()
+    if rank == 1:
+        optimizer.state[model.weight]["exp_avg_sq"][0, 0] = math.inf
+    before = {k: v.clone() for k, v in optimizer.state[model.weight].items()}
+    engine.add_loss(1.0)
+    report = engine.end_step()
+    return {
+        "before": before,
+        "after": {k: v.clone() for k, v in optimizer.state[model.weight].items()},
+        "params": [p.detach().clone() for p in model.parameters()],
+        "excluded": report.excluded_ranks,
+    }
+
+
+def main() -> None:
+    warnings.simplefilter("ignore")
+    scenario, dump_dir = sys.argv[1], sys.argv[2]
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    result = globals()[f"scenario_{scenario}"](rank, world)
+    os.makedirs(dump_dir, exist_ok=True)
+    torch.save(result, os.path.join(dump_dir, f"rank{rank}.pt"))
+    finish_distributed()
+
+
+if __name__ == "__main__":
+    main()
