@@ -35,7 +35,7 @@ from .hyperparameters import (
     lr_param_groups,
     weight_decay_hyperparameter,
 )
-from .schedule_metadata import PLOT_FILENAME, HDETSchedule, model_card_section
+from .schedule_metadata import MODEL_CARD_TAG, PLOT_FILENAME, HDETSchedule, add_to_model_card
 from .schedulers import HDETLRScheduler
 
 __all__ = ["HDETTrainer", "HDETTrainerMixin", "HDETCallback", "STATE_FILENAME", "OPTIMIZER_FILENAME"]
@@ -56,6 +56,10 @@ class HDETCallback(TrainerCallback):
         engine = self.trainer.hdet_engine
         if engine is not None and args.hdet_config.gradient_sync == "local" and engine.step == 0:
             engine.broadcast_from_rank0()
+        # Model tags reach every card written later, including PEFT's adapter card, which rewrites the tag list.
+        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        if engine is not None and hasattr(model, "add_model_tags"):
+            model.add_model_tags([MODEL_CARD_TAG])
 
     def on_optimizer_step(self, args, state, control, **kwargs):
         engine = self.trainer.hdet_engine
@@ -102,6 +106,8 @@ class HDETCallback(TrainerCallback):
             engine.apply_base_values()
             if args.should_save:
                 self.trainer.save_hdet_schedule(args.output_dir)
+                # A card written during training (TRL writes one at every checkpoint) gets the final schedule.
+                self.trainer.add_hdet_to_model_card()
 
 
 class HDETTrainerMixin:
@@ -123,6 +129,14 @@ class HDETTrainerMixin:
         super().__init__(*args, **kwargs)
         if self.hdet_enabled:
             self.add_callback(HDETCallback(self))
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Trainer subclasses that override create_model_card without calling super() (TRL's trainers) would
+        # drop the HDET section; wrap such an override so the section follows whatever card it writes.
+        own = cls.__dict__.get("create_model_card")
+        if own is not None and not getattr(own, "_adds_hdet_section", False):
+            cls.create_model_card = _adding_hdet_section(own)
 
     @property
     def hdet_enabled(self) -> bool:
@@ -298,21 +312,18 @@ class HDETTrainerMixin:
 
     def create_model_card(self, *args: Any, **kwargs: Any) -> None:
         """The Trainer's model card, plus the ``hdet`` tag and a section with the adapted schedule and plot."""
-        if self.hdet_engine is None:
-            return super().create_model_card(*args, **kwargs)
-        tags = kwargs.get("tags") or []
-        tags = [tags] if isinstance(tags, str) else list(tags)
-        kwargs["tags"] = tags + (["hdet"] if "hdet" not in tags else [])
         super().create_model_card(*args, **kwargs)
-        if not self.is_world_process_zero():
-            return
+        self.add_hdet_to_model_card()
+
+    def add_hdet_to_model_card(self) -> None:
+        """Add (or refresh) the HDET section and tag in ``output_dir/README.md``, if a card is there (rank 0)."""
         readme = os.path.join(self.args.output_dir, "README.md")
+        if self.hdet_engine is None or not self.is_world_process_zero() or not os.path.isfile(readme):
+            return
         plot = PLOT_FILENAME if os.path.isfile(os.path.join(self.args.output_dir, PLOT_FILENAME)) else None
-        section = model_card_section(
-            HDETSchedule.from_dict(self.hdet_engine.schedule_dict()), plot_filename=plot
+        add_to_model_card(
+            readme, HDETSchedule.from_dict(self.hdet_engine.schedule_dict()), plot_filename=plot
         )
-        with open(readme, "a", encoding="utf-8") as f:
-            f.write("\n" + section.strip() + "\n")
 
     # `_load_optimizer_and_scheduler` is the one place where the Trainer restores per-run state on every
     # rank before the first step; HDET's per-rank state has to be restored at exactly that point.
@@ -371,6 +382,20 @@ class HDETTrainer(HDETTrainerMixin, Trainer):
         >>> trainer = HDETTrainer(model=model, args=args, train_dataset=train)  # doctest: +SKIP
         >>> trainer.train()  # launch with `accelerate launch --num_processes 4 train.py`  # doctest: +SKIP
     """
+
+
+def _adding_hdet_section(create_model_card):
+    """``create_model_card`` followed by `HDETTrainerMixin.add_hdet_to_model_card` (idempotent, so an override
+    that does call super() still gets one section)."""
+
+    @functools.wraps(create_model_card)
+    def create_model_card_with_hdet(self, *args: Any, **kwargs: Any) -> Any:
+        result = create_model_card(self, *args, **kwargs)
+        self.add_hdet_to_model_card()
+        return result
+
+    create_model_card_with_hdet._adds_hdet_section = True
+    return create_model_card_with_hdet
 
 
 def _merge_optimizer_states(states: list[dict[str, Any]]) -> dict[str, Any]:
