@@ -315,15 +315,24 @@ class HDETTrainerMixin:
         super().create_model_card(*args, **kwargs)
         self.add_hdet_to_model_card()
 
-    def add_hdet_to_model_card(self) -> None:
-        """Add (or refresh) the HDET section and tag in ``output_dir/README.md``, if a card is there (rank 0)."""
-        readme = os.path.join(self.args.output_dir, "README.md")
+    def add_hdet_to_model_card(self, folder: str | None = None) -> None:
+        """Add (or refresh) the HDET section and tag in ``folder/README.md`` (default ``output_dir``), if a card is
+        there. Rank 0 only; a no-op before training (no schedule yet)."""
+        folder = self.args.output_dir if folder is None else folder
+        readme = os.path.join(folder, "README.md")
         if self.hdet_engine is None or not self.is_world_process_zero() or not os.path.isfile(readme):
             return
-        plot = PLOT_FILENAME if os.path.isfile(os.path.join(self.args.output_dir, PLOT_FILENAME)) else None
+        plot = PLOT_FILENAME if os.path.isfile(os.path.join(folder, PLOT_FILENAME)) else None
         add_to_model_card(
             readme, HDETSchedule.from_dict(self.hdet_engine.schedule_dict()), plot_filename=plot
         )
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        super().save_model(output_dir, _internal_call)
+        # A PEFT model's save_pretrained writes its own card into the folder, after training ended: add the
+        # section to it. (Checkpoints and push_to_hub, the internal calls, get theirs from create_model_card.)
+        if not _internal_call:
+            self.add_hdet_to_model_card(output_dir)
 
     # `_load_optimizer_and_scheduler` is the one place where the Trainer restores per-run state on every
     # rank before the first step; HDET's per-rank state has to be restored at exactly that point.

@@ -75,3 +75,35 @@ def test_lora_adapters_converge_bit_for_bit_and_base_weights_never_change(tmp_pa
         logits = loaded(input_ids=ranks[0]["probe"]).logits
     torch.testing.assert_close(logits, ranks[0]["logits"], rtol=0, atol=1e-6)
     assert not torch.allclose(logits, base_logits, atol=1e-4)  # the adapter changes the outputs
+
+
+@pytest.mark.filterwarnings("ignore:HDET runs on a single process")
+def test_the_adapter_card_peft_writes_on_save_gets_the_hdet_section_and_tag(tmp_path):
+    """PEFT's save_pretrained writes (and rewrites the tags of) its own README.md after training ended."""
+    from accelerate.state import AcceleratorState
+    from datasets import Dataset
+    from huggingface_hub import ModelCard
+    from peft import LoraConfig, get_peft_model
+
+    from hdet_hf import HDETTrainer, HDETTrainingArguments
+
+    model = get_peft_model(tiny_lm.model(), LoraConfig(r=2, target_modules=["q_proj"], lora_dropout=0.0))
+    ids = torch.randint(0, 34, (16, 6), generator=torch.Generator().manual_seed(0)).tolist()
+    args = HDETTrainingArguments(
+        output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", save_strategy="no", disable_tqdm=True,
+        per_device_train_batch_size=4, max_steps=4, hdet=True, hdet_sync_interval=2,
+    )  # fmt: skip
+    trainer = HDETTrainer(
+        model=model, args=args, train_dataset=Dataset.from_dict({"input_ids": ids, "labels": ids})
+    )
+    try:
+        trainer.train()
+        assert not (tmp_path / "out" / "README.md").exists()
+        for folder in (tmp_path / "out", tmp_path / "elsewhere"):
+            trainer.save_model(str(folder))
+            text = (folder / "README.md").read_text()
+            assert text.count("## HDET schedule") == 1 and "- Syncs: 2" in text
+            assert ("hdet_schedule.png" in text) == (folder.name == "out")  # the plot is in output_dir only
+            assert {"hdet", "lora"} <= set(ModelCard.load(folder / "README.md").data.tags)
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
