@@ -6,6 +6,12 @@ The script must parse its `TrainingArguments` with `HfArgumentParser` and train 
     torchrun --nproc_per_node 4 -m hdet_hf.launch train.py --output_dir out --hdet --hdet_sync_interval 20
     accelerate launch --multi_gpu --num_processes 4 -m hdet_hf.launch train.py --output_dir out --hdet
     python -m hdet_hf.launch train.py --help      # the script's help, now listing the --hdet* flags
+    torchrun --nproc_per_node 4 -m hdet_hf.launch -m trl.scripts.sft --output_dir out --hdet   # a module
+
+``-m MODULE`` runs a module as ``python -m MODULE`` would, e.g. TRL's ``trl.scripts.sft`` (what ``trl sft`` runs;
+the ``trl`` CLI itself rejects unknown flags such as ``--hdet``). Library classes defined while the script runs
+(TRL's ``SFTConfig`` and ``SFTTrainer`` subclass ``TrainingArguments`` and ``Trainer``) get HDET the same way,
+provided their module is first imported by the script, not before the launcher starts.
 
 While the script runs, ``transformers.TrainingArguments``/``Seq2SeqTrainingArguments`` are the same classes
 plus the ``--hdet*`` fields (`hdet_hf.training_args.with_hdet_arguments`), and ``transformers.Trainer``/
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import os
 import runpy
 import sys
@@ -72,10 +79,8 @@ class HDETSeq2SeqTrainer(HDETTrainerMixin, Seq2SeqTrainer):
     """`transformers.Seq2SeqTrainer` with HDET; what ``Seq2SeqTrainer`` means in a script run by the launcher."""
 
 
-# Module-level (and with this module's name) so that pickle finds it: the Trainer saves its arguments with
-# torch.save (training_args.bin).
+# What `Seq2SeqTrainingArguments` is while a script runs (it pickles: see with_hdet_arguments).
 HDETSeq2SeqTrainingArguments = with_hdet_arguments(Seq2SeqTrainingArguments)
-HDETSeq2SeqTrainingArguments.__module__ = __name__
 
 
 class HDETLaunchError(RuntimeError):
@@ -154,11 +159,12 @@ def patch_transformers(require_hdet_in: str | None = None) -> Iterator[dict[type
 
 
 @contextlib.contextmanager
-def _as_main_script(script: str, script_args: Sequence[str]) -> Iterator[None]:
-    """``sys.argv`` and ``sys.path[0]`` as ``python script ...`` sets them (runpy sets ``__main__``)."""
+def _as_main_script(script: str, script_args: Sequence[str], module: bool = False) -> Iterator[None]:
+    """``sys.argv`` and ``sys.path[0]`` as ``python script ...`` (or ``python -m module ...``, which puts the
+    current folder first) sets them; runpy sets ``__main__`` and, for a module, ``sys.argv[0]``."""
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *script_args]
-    folder = os.path.dirname(os.path.realpath(script))
+    folder = os.getcwd() if module else os.path.dirname(os.path.realpath(script))
     if sys.path:
         sys.path[0] = folder
     else:
@@ -196,8 +202,8 @@ def _exit_code(code: Any) -> int:
     return 1
 
 
-def _no_trainer_message(script: str, code: int) -> str:
-    name = os.path.basename(script)
+def _no_trainer_message(script: str, code: int, module: bool = False) -> str:
+    name = script if module else os.path.basename(script)
     how = "finished" if code == 0 else f"exited with code {code}"
     message = (
         f"{PROG}: error: --hdet was given, but {name} {how} without constructing a transformers.Trainer, so HDET "
@@ -218,17 +224,25 @@ def _no_trainer_message(script: str, code: int) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
+        usage=f"{PROG} [-h] (script | -m MODULE) [script_args ...]",
         description="Run an unmodified Hugging Face training script (HfArgumentParser + transformers.Trainer)\n"
         "with Hyperparameter-Divergent Ensemble Training, switched on by --hdet* flags among the script's\n"
-        "arguments. `python -m hdet_hf.launch SCRIPT --help` lists the script's flags, --hdet* included.",
+        "arguments. `python -m hdet_hf.launch SCRIPT --help` lists the script's flags, --hdet* included.\n"
+        "-m MODULE runs a module as `python -m MODULE` would (e.g. TRL's trl.scripts.sft, which `trl sft` runs).",
         epilog="examples:\n"
         "  torchrun --nproc_per_node 4 -m hdet_hf.launch train.py --output_dir out --hdet --hdet_sync_interval 20\n"
         "  accelerate launch --multi_gpu --num_processes 4 -m hdet_hf.launch train.py --output_dir out --hdet\n"
+        "  torchrun --nproc_per_node 4 -m hdet_hf.launch -m trl.scripts.sft --model_name_or_path M --dataset_name D \\\n"
+        "      --output_dir out --use_peft --hdet\n"
         "  hdet-launch train.py --output_dir out   # one process; torchrun --no-python hdet-launch ... also works",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
-    parser.add_argument("script", help="path of the training script, run as `python SCRIPT ...` would run it")
+    parser.add_argument(
+        "script",
+        help="path of the training script, run as `python SCRIPT ...` would run it; or `-m MODULE`, "
+        "run as `python -m MODULE ...` would run it",
+    )
     parser.add_argument(
         "script_args", nargs=argparse.REMAINDER, help="the script's arguments, --hdet* flags included"
     )
@@ -243,31 +257,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv:
         parser.print_help(sys.stderr)
         return 2
-    try:
-        options = parser.parse_args(argv)
-    except SystemExit as exit_:  # --help, or a usage error argparse already printed
-        return _exit_code(exit_.code)
-    script = options.script
-    if not os.path.exists(script):
-        hint = " (a module name? pass the script's path, e.g. train.py)" if not script.endswith(".py") else ""
-        parser.print_usage(sys.stderr)
-        print(
-            f"{PROG}: error: training script not found: {script} (looked for {os.path.abspath(script)}){hint}",
-            file=sys.stderr,
-        )
-        return 2
+    module = None
+    if argv[0].startswith("-m"):
+        # -m MODULE / -mMODULE, as python accepts them; everything after the module is the module's.
+        module = argv[0][2:] or (argv[1] if len(argv) > 1 else "")
+        script_args = argv[2:] if argv[0] == "-m" else argv[1:]
+        if not module:
+            parser.print_usage(sys.stderr)
+            print(f"{PROG}: error: -m needs a module name, e.g. -m trl.scripts.sft", file=sys.stderr)
+            return 2
+        script = module
+    else:
+        try:
+            options = parser.parse_args(argv)
+        except SystemExit as exit_:  # --help, or a usage error argparse already printed
+            return _exit_code(exit_.code)
+        script, script_args = options.script, options.script_args
+        if not os.path.exists(script):
+            hint = (
+                f" (a module name? pass the script's path, e.g. train.py, or -m {script})"
+                if not script.endswith(".py")
+                else ""
+            )
+            parser.print_usage(sys.stderr)
+            print(
+                f"{PROG}: error: training script not found: {script} (looked for {os.path.abspath(script)}){hint}",
+                file=sys.stderr,
+            )
+            return 2
 
-    require_hdet = hdet_requested(options.script_args)
+    require_hdet = hdet_requested(script_args)
     trainers_before = HDETTrainerMixin.instances_created
     with patch_transformers(require_hdet_in=script if require_hdet else None):
-        with _as_main_script(script, options.script_args):
+        # Looked up inside the patch: finding a submodule imports its packages, and classes those define must
+        # see the HDET versions.
+        if module is not None and not _module_exists(module):
+            print(
+                f"{PROG}: error: no module named {module!r} (run as -m {module}); is its package installed in "
+                f"this Python ({sys.executable})? For TRL: pip install 'hdet_hf[trl]'.",
+                file=sys.stderr,
+            )
+            return 2
+        with _as_main_script(script, script_args, module=module is not None):
             try:
-                runpy.run_path(script, run_name="__main__")
+                if module is not None:
+                    runpy.run_module(module, run_name="__main__", alter_sys=True)
+                else:
+                    runpy.run_path(script, run_name="__main__")
                 code = 0
             except SystemExit as exit_:
                 code = _exit_code(exit_.code)
     if require_hdet and HDETTrainerMixin.instances_created == trainers_before:
-        print(_no_trainer_message(script, code), file=sys.stderr)
+        print(_no_trainer_message(script, code, module=module is not None), file=sys.stderr)
         code = code or 1
     sys.stdout.flush()
     sys.stderr.flush()
@@ -275,6 +316,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if code == 0 and dist.is_available() and dist.is_initialized():
         finish_distributed(code)  # with gloo it ends the process here
     return code
+
+
+def _module_exists(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # a relative name such as .sft
+        return False
+    except ModuleNotFoundError as error:  # a missing parent package; a dependency it lacks is its own error
+        if error.name and (module == error.name or module.startswith(error.name + ".")):
+            return False
+        raise
 
 
 if __name__ == "__main__":

@@ -44,7 +44,9 @@ __all__ = [
     "SCHEDULE_FORMAT",
     "SCHEDULE_FORMAT_VERSION",
     "HDETSchedule",
+    "MODEL_CARD_TAG",
     "ReplayLR",
+    "add_to_model_card",
     "model_card_section",
     "summary_from_lr",
 ]
@@ -53,6 +55,10 @@ SCHEDULE_FILENAME = "hdet_schedule.json"
 PLOT_FILENAME = "hdet_schedule.png"
 SCHEDULE_FORMAT = "hdet_schedule"
 SCHEDULE_FORMAT_VERSION = 1
+MODEL_CARD_TAG = "hdet"
+# The section sits between these markers in README.md, so writing it again replaces it instead of adding a copy.
+_CARD_START = "<!-- hdet_schedule:start -->"
+_CARD_END = "<!-- hdet_schedule:end -->"
 
 # Keys every version-1 file has; anything else at the top level is kept in `extra` untouched.
 _REQUIRED_KEYS = (
@@ -600,6 +606,43 @@ def _check_lr_table(lr_per_step: Any) -> None:
                     f"[0, {MAX_REPLAY_LR:g}], but got {value!r}. The schedule is damaged; replaying it would train "
                     "at that LR. Use another hdet_schedule.json."
                 )
+
+
+def add_to_model_card(
+    readme: str | os.PathLike[str], schedule: HDETSchedule, plot_filename: str | None = PLOT_FILENAME
+) -> None:
+    """Add the `model_card_section` and the ``hdet`` tag to an existing model card (README.md), in place.
+
+    Idempotent: a section written earlier (e.g. by a checkpoint's card) is replaced, never repeated, so every
+    shell may call it after whatever wrote the card (`Trainer.create_model_card` or a subclass's override).
+
+    Example:
+        >>> import tempfile
+        >>> s = HDETSchedule(world_size=2, total_steps=2, sync_interval=2, trajectory=[{"step": 2, "base": {"lr": 1e-3}}])
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     readme = os.path.join(folder, "README.md")
+        ...     with open(readme, "w") as f:
+        ...         _ = f.write("---\\ntags:\\n- trl\\n---\\n# My model\\n")
+        ...     add_to_model_card(readme, s, plot_filename=None)
+        ...     add_to_model_card(readme, s, plot_filename=None)
+        ...     text = open(readme).read()
+        >>> text.count("## HDET schedule"), "- hdet" in text, "- trl" in text
+        (1, True, True)
+    """
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(readme)
+    tags = card.data.tags or []
+    tags = [tags] if isinstance(tags, str) else list(tags)
+    if MODEL_CARD_TAG not in tags:
+        card.data.tags = [*tags, MODEL_CARD_TAG]
+    block = f"{_CARD_START}\n{model_card_section(schedule, plot_filename=plot_filename).strip()}\n{_CARD_END}"
+    before, start, rest = card.text.partition(_CARD_START)
+    if start and _CARD_END in rest:
+        card.text = before + block + rest.split(_CARD_END, 1)[1]
+    else:
+        card.text = card.text.rstrip("\n") + "\n\n" + block + "\n"
+    card.save(readme)
 
 
 def _fmt(value: float | None) -> str:

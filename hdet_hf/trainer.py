@@ -41,7 +41,13 @@ from .hyperparameters import (
 )
 from .loss_signal import count_label_items, per_item_mean_loss
 from .process import check_launch_seen
-from .schedule_metadata import PLOT_FILENAME, SCHEDULE_FILENAME, HDETSchedule, model_card_section
+from .schedule_metadata import (
+    MODEL_CARD_TAG,
+    PLOT_FILENAME,
+    SCHEDULE_FILENAME,
+    HDETSchedule,
+    add_to_model_card,
+)
 from .schedulers import HDETLRScheduler
 
 __all__ = ["HDETTrainer", "HDETTrainerMixin", "HDETCallback", "STATE_FILENAME", "OPTIMIZER_FILENAME"]
@@ -65,6 +71,10 @@ class HDETCallback(TrainerCallback):
         engine = self.trainer.hdet_engine
         if engine is not None and args.hdet_config.gradient_sync == "local" and engine.step == 0:
             engine.broadcast_from_rank0()
+        # Model tags reach every card written later, including PEFT's adapter card, which rewrites the tag list.
+        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        if engine is not None and hasattr(model, "add_model_tags"):
+            model.add_model_tags([MODEL_CARD_TAG])
 
     def on_optimizer_step(self, args, state, control, **kwargs):
         engine = self.trainer.hdet_engine
@@ -104,6 +114,8 @@ class HDETCallback(TrainerCallback):
             engine.apply_base_values()
             if args.should_save:
                 self.trainer.save_hdet_schedule(args.output_dir)
+                # A card written during training (TRL writes one at every checkpoint) gets the final schedule.
+                self.trainer.add_hdet_to_model_card()
 
 
 class HDETTrainerMixin:
@@ -131,6 +143,14 @@ class HDETTrainerMixin:
                 "created after the launch), or set ACCELERATE_USE_CPU=1.",
             )
             self.add_callback(HDETCallback(self))
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Trainer subclasses that override create_model_card without calling super() (TRL's trainers) would
+        # drop the HDET section; wrap such an override so the section follows whatever card it writes.
+        own = cls.__dict__.get("create_model_card")
+        if own is not None and not getattr(own, "_adds_hdet_section", False):
+            cls.create_model_card = _adding_hdet_section(own)
 
     @property
     def hdet_enabled(self) -> bool:
@@ -360,21 +380,27 @@ class HDETTrainerMixin:
 
     def create_model_card(self, *args: Any, **kwargs: Any) -> None:
         """The Trainer's model card, plus the ``hdet`` tag and a section with the adapted schedule and plot."""
-        if self.hdet_engine is None:
-            return super().create_model_card(*args, **kwargs)
-        tags = kwargs.get("tags") or []
-        tags = [tags] if isinstance(tags, str) else list(tags)
-        kwargs["tags"] = tags + (["hdet"] if "hdet" not in tags else [])
         super().create_model_card(*args, **kwargs)
-        if not self.is_world_process_zero():
+        self.add_hdet_to_model_card()
+
+    def add_hdet_to_model_card(self, folder: str | None = None) -> None:
+        """Add (or refresh) the HDET section and tag in ``folder/README.md`` (default ``output_dir``), if a card is
+        there. Rank 0 only; a no-op before training (no schedule yet)."""
+        folder = self.args.output_dir if folder is None else folder
+        readme = os.path.join(folder, "README.md")
+        if self.hdet_engine is None or not self.is_world_process_zero() or not os.path.isfile(readme):
             return
-        readme = os.path.join(self.args.output_dir, "README.md")
-        plot = PLOT_FILENAME if os.path.isfile(os.path.join(self.args.output_dir, PLOT_FILENAME)) else None
-        section = model_card_section(
-            HDETSchedule.from_dict(self.hdet_engine.schedule_dict()), plot_filename=plot
+        plot = PLOT_FILENAME if os.path.isfile(os.path.join(folder, PLOT_FILENAME)) else None
+        add_to_model_card(
+            readme, HDETSchedule.from_dict(self.hdet_engine.schedule_dict()), plot_filename=plot
         )
-        with open(readme, "a", encoding="utf-8") as f:
-            f.write("\n" + section.strip() + "\n")
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        super().save_model(output_dir, _internal_call)
+        # A PEFT model's save_pretrained writes its own card into the folder, after training ended: add the
+        # section to it. (Checkpoints and push_to_hub, the internal calls, get theirs from create_model_card.)
+        if not _internal_call:
+            self.add_hdet_to_model_card(output_dir)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
         # The first thing a resume reads: refuse an incomplete, damaged or foreign checkpoint before the weights.
@@ -468,6 +494,20 @@ class HDETTrainer(HDETTrainerMixin, Trainer):
         >>> trainer = HDETTrainer(model=model, args=args, train_dataset=train)  # doctest: +SKIP
         >>> trainer.train()  # launch with `accelerate launch --num_processes 4 train.py`  # doctest: +SKIP
     """
+
+
+def _adding_hdet_section(create_model_card):
+    """``create_model_card`` followed by `HDETTrainerMixin.add_hdet_to_model_card` (idempotent, so an override
+    that does call super() still gets one section)."""
+
+    @functools.wraps(create_model_card)
+    def create_model_card_with_hdet(self, *args: Any, **kwargs: Any) -> Any:
+        result = create_model_card(self, *args, **kwargs)
+        self.add_hdet_to_model_card()
+        return result
+
+    create_model_card_with_hdet._adds_hdet_section = True
+    return create_model_card_with_hdet
 
 
 def _merge_optimizer_states(states: list[dict[str, Any]]) -> dict[str, Any]:

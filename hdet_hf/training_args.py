@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import warnings
 from typing import Any
 
@@ -112,25 +113,65 @@ def _see_cpu_launch(self: Any) -> None:
             self.use_cpu = True
 
 
+# One generated class per base: asking twice gives the same class, and unpickling can find it again.
+_GENERATED: dict[type, type] = {}
+
+
+def _new_hdet_arguments(base_module: str, base_qualname: str) -> Any:
+    """Pickle's constructor for an instance of ``with_hdet_arguments(base)``; pickle then restores its fields.
+
+    ``base`` is looked up by name, not pickled by reference: while `hdet_hf.launch` runs a script, the name
+    ``transformers.TrainingArguments`` (and the Seq2Seq one) is bound to the generated class itself."""
+    base: Any = importlib.import_module(base_module)
+    for part in base_qualname.split("."):
+        base = getattr(base, part)
+    cls = base if base in _GENERATED.values() else with_hdet_arguments(base)
+    return cls.__new__(cls)
+
+
 def with_hdet_arguments(base: type[TrainingArguments]) -> type[TrainingArguments]:
-    """A dataclass that extends ``base`` (TrainingArguments or a subclass such as Seq2SeqTrainingArguments)
-    with the ``--hdet*`` fields and their validation. `hdet_hf.launch` uses it on stock scripts."""
+    """A dataclass that extends ``base`` (TrainingArguments or a subclass such as Seq2SeqTrainingArguments or
+    TRL's SFTConfig) with the ``--hdet*`` fields and their validation. `hdet_hf.launch` uses it on stock scripts.
+
+    Instances pickle (the Trainer saves them as ``training_args.bin`` with every checkpoint), also in a process
+    that never called this function, as long as ``base`` itself can be imported.
+
+    Example:
+        >>> import pickle
+        >>> from transformers import Seq2SeqTrainingArguments
+        >>> Args = with_hdet_arguments(Seq2SeqTrainingArguments)
+        >>> args = Args(output_dir="out", hdet=True, predict_with_generate=True)
+        >>> type(pickle.loads(pickle.dumps(args))) is Args is with_hdet_arguments(Seq2SeqTrainingArguments)
+        True
+    """
+    if base in _GENERATED:
+        return _GENERATED[base]
 
     def __post_init__(self: Any) -> None:
         _see_cpu_launch(self)
         base.__post_init__(self)
         _check_hdet_arguments(self)
 
-    return dataclasses.make_dataclass(
+    def __reduce_ex__(self: Any, protocol: Any) -> Any:
+        # The generated class cannot be imported by name, so pickle "with_hdet_arguments(base)" plus the
+        # fields. A subclass of it defined in user code can be imported: it pickles the default way.
+        if type(self) is not generated:
+            return super(generated, self).__reduce_ex__(protocol)
+        return _new_hdet_arguments, (base.__module__, base.__qualname__), self.__dict__
+
+    generated = dataclasses.make_dataclass(
         f"HDET{base.__name__}" if base is not TrainingArguments else "HDETTrainingArguments",
         _hdet_fields(),
         bases=(base,),
         namespace={
             "__post_init__": __post_init__,
+            "__reduce_ex__": __reduce_ex__,
             "__doc__": f"{base.__name__} plus the `--hdet*` flags (one per HDETConfig field, same help text).",
             "__module__": __name__,
         },
     )
+    _GENERATED[base] = generated
+    return generated
 
 
 HDETTrainingArguments = with_hdet_arguments(TrainingArguments)
