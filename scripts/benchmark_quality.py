@@ -76,6 +76,7 @@ CONTROLLER_IDEAS = (
     # signal asked for a larger LR, also from 3x too high.
     ("avgprobe_frompeak", "averaged_probe, controller from the peak", {"controller_signal": "averaged_probe", "auto_lr_warmup_steps": 0.3}),
     ("both_frompeak", "train_and_averaged_probe, controller from the peak", {"controller_signal": "train_and_averaged_probe", "auto_lr_warmup_steps": 0.3}),
+    ("both_fast", "train_and_averaged_probe, lambda 3", {"controller_signal": "train_and_averaged_probe", "controller_lr": 3.0}),
 )
 START_FACTORS = {"best": 1.0, "low": 0.1, "high": 3.0}
 GROUPS = ("sweep", "core", "paper", "variants", "risks", "stability", "controller")
@@ -290,7 +291,7 @@ def plan_hdet(
     # the library's current defaults (shared, spread 0.25, T 10, lambda 1.5, beta 0.5).
     for label, note, extra in CONTROLLER_IDEAS:
         for start in starts:
-            add(f"shared_{label}_{start}", "controller", start, label, note, gradient_sync="shared", **tuned, **extra)
+            add(f"shared_{label}_{start}", "controller", start, label, note, gradient_sync="shared", **{**tuned, **extra})
     # Risk 1: replicas see different data, so train losses are a noisy comparison -> probe signal.
     if "controller_signal" in supported:
         for mode in ("local", "shared"):
@@ -599,6 +600,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             "params": n_params,
             "tokens_per_step": args.batch_size * world * args.block_size,
             "schedule": args.schedule if spec.setting == "main" else "one_cycle",
+            "wsd_decay_steps": int(round(args.wsd_decay_ratio * steps)),
             "adam_beta2": args.adam_beta2,
             "weight_decay": args.weight_decay,
             "train_s": round(train_s, 1),
@@ -756,14 +758,32 @@ def one_cycle_shape(steps: int, warmup_steps: int = 0) -> tuple[float, ...]:
     return tuple(values)
 
 
+def wsd_shape(steps: int, warmup_steps: int, decay_steps: int) -> tuple[float, ...]:
+    """The Trainer's warmup_stable_decay schedule with peak 1."""
+    import torch
+    from transformers.optimization import get_wsd_schedule
+
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    sched = get_wsd_schedule(opt, warmup_steps, decay_steps, num_training_steps=steps)
+    values = []
+    for _ in range(steps):
+        values.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return tuple(values)
+
+
 def effective_peak_lr(r: dict[str, Any]) -> float:
-    """The OneCycle peak with the same total LR (sum over steps) as the run's base LR: start LR for a run
+    """The schedule's peak with the same total LR (sum over steps) as the run's base LR: start LR for a run
     whose controller did not act. Unlike the final LR it is not dominated by the last, tiny-LR syncs."""
     lrs = r.get("lr_per_step") or []
     if not lrs:
         return float("nan")
     warmup = r.get("warmup_steps", 0) or 0
-    shape = one_cycle_shape(len(lrs), warmup)
+    if r.get("schedule") == "wsd":
+        shape = wsd_shape(len(lrs), warmup, int(r.get("wsd_decay_steps", round(0.2 * len(lrs)))))
+    else:
+        shape = one_cycle_shape(len(lrs), warmup)
     return sum(x for x in lrs if x is not None) / sum(shape)
 
 
