@@ -6,6 +6,7 @@ of ``accelerator.prepare`` and one ``step(loss)`` call after ``optimizer.step()`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -77,8 +78,13 @@ class HDETAccelerate:
         optimizer: torch.optim.Optimizer,
         *others: Any,
         lr_scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+        probe_fn: Callable[[], float] | None = None,
     ) -> tuple[Any, ...]:
         """``accelerator.prepare`` for HDET. Pass the scheduler last (positionally) or as ``lr_scheduler``.
+
+        ``probe_fn`` returns this replica's loss on one fixed batch that is the same on every rank (a few
+        held-out examples, in eval mode, without gradients). The probe-based controller signals need it
+        (``HDETConfig.controller_signal``); `HDETTrainer` builds its own from the eval or train set.
 
         The model is not wrapped in DDP in ``local`` mode, and the scheduler is not given to Accelerate
         (its ``AcceleratedScheduler`` steps once per process per call, which would distort the schedule);
@@ -90,6 +96,12 @@ class HDETAccelerate:
         if not self.enabled:
             prepared = self.accelerator.prepare(model, optimizer, *rest)
             return (*prepared, lr_scheduler) if lr_scheduler is not None else prepared
+        if self.config.auto_lr and self.config.controller_signal != "train_loss" and probe_fn is None:
+            raise ValueError(
+                f"controller_signal={self.config.controller_signal} scores replicas on a shared probe batch: "
+                "pass probe_fn=<callable returning the loss on one fixed batch> to HDETAccelerate.prepare(), "
+                "or use HDETConfig(controller_signal='train_loss')."
+            )
         if self.config.gradient_sync == "local":
             model = self.accelerator.prepare_model(model, evaluation_mode=True)
             prepared = self.accelerator.prepare(optimizer, *rest)
@@ -101,6 +113,7 @@ class HDETAccelerate:
         self.engine = HDETEngine(
             self.config, self.accelerator.unwrap_model(model), raw_optimizer, self.total_steps
         )
+        self.engine.probe_fn = probe_fn
         if lr_scheduler is None:
             lr_scheduler = torch.optim.lr_scheduler.LambdaLR(raw_optimizer, lambda _: 1.0)
         self.lr_scheduler = HDETLRScheduler(lr_scheduler, self.engine)

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
@@ -92,7 +93,12 @@ class OneCycleAutoLR(OneCycleLR):
     re-seeded the global RNG); ``total_steps`` may come from ``epochs * steps_per_epoch``; and the
     controller is a bounded correction on top of the OneCycle shape, which is kept after warm-up.
 
-    ``step(loss)`` is called once per optimizer step with that step's loss.
+    ``step(loss)`` is called once per optimizer step with that step's loss. Our additions are keyword-only:
+    ``model`` (average buffers too), ``controller_update``/``controller_temperature_mode`` and ``probe_fn``: a
+    callable returning the model's loss on one fixed batch, identical on every rank (e.g. a few held-out
+    examples). With it the controller compares replicas on the train loss *and* on that batch at each
+    replica's mean weights over the interval (``train_and_averaged_probe``, the de-biased signal measured in
+    BENCHMARKS.md); without it on the train loss alone, as the reference does.
 
     Example:
         >>> import torch
@@ -134,6 +140,7 @@ class OneCycleAutoLR(OneCycleLR):
         controller_update: str = "additive",
         controller_temperature_mode: str = "fixed",
         seed: int = 0,
+        probe_fn: Callable[[], float] | None = None,
     ) -> None:
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
@@ -195,9 +202,12 @@ class OneCycleAutoLR(OneCycleLR):
             controller_momentum=momentum_of_lr,
             controller_update=controller_update,
             seed=seed,
+            # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
+            controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )
         # The engine exists before OneCycleLR.__init__, whose initial step already goes through get_lr().
         self.engine = HDETEngine(self.hdet_config, model, optimizer, total_steps)
+        self.engine.probe_fn = probe_fn
         super().__init__(
             optimizer,
             max_lr,

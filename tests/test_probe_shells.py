@@ -1,0 +1,51 @@
+"""The probe-based controller signals through the Accelerate API and the drop-in scheduler (one process)."""
+
+import warnings
+
+import pytest
+import torch
+from accelerate import Accelerator
+
+from hdet_hf import HDETAccelerate, HDETConfig, OneCycleAutoLR
+
+
+def test_accelerate_api_refuses_a_probe_signal_without_a_probe_before_preparing():
+    accelerator = Accelerator(cpu=True)
+    config = HDETConfig(auto_lr=True, controller_signal="train_and_averaged_probe", sync_interval=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hdet = HDETAccelerate(accelerator, config, total_steps=8)
+    model = torch.nn.Linear(4, 1)
+    with pytest.raises(ValueError, match=r"pass probe_fn=.*controller_signal='train_loss'"):
+        hdet.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert hdet.engine is None  # refused before anything was prepared
+
+
+def test_drop_in_scheduler_scores_a_probe_at_each_controller_converge():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    probe_x = torch.randn(6, 4)
+    calls = []
+
+    def probe() -> float:
+        calls.append(model.weight.detach().clone())
+        return float(model(probe_x).pow(2).mean())
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sched = OneCycleAutoLR(
+            opt, max_lr=0.1, total_steps=12, ensemble_lr_spread_ratio=0.25, model_sync_interval=3,
+            enable_auto_lr=True, auto_lr_warmup_steps=3, model=model, probe_fn=probe,
+        )  # fmt: skip
+    assert sched.hdet_config.controller_signal == "train_and_averaged_probe"
+    for _ in range(12):
+        loss = (model(torch.randn(8, 4)) - 1).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        sched.step(loss)
+    # Regular converges at 3, 6, 9, 12; the controller acts from step 3 on: one probe each.
+    assert len(calls) == 4
+    plain = OneCycleAutoLR(torch.optim.SGD(model.parameters(), lr=0.1), max_lr=0.1, total_steps=12)
+    assert plain.hdet_config.controller_signal == "train_loss"
