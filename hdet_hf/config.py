@@ -182,9 +182,11 @@ class HDETConfig:
         },
     )
     controller_signal: str = field(
-        default="train_loss",
+        default="train_and_averaged_probe",
         metadata={
-            "help": "What the controller compares. 'train_loss': each rank's mean training loss since the last "
+            "help": "What the controller compares. Default 'train_and_averaged_probe' (won 6 of 9 start/task "
+            "pairs against 'train_loss' in BENCHMARKS.md, which shows where both miss). "
+            "'train_loss': each rank's per-token mean training loss since the last "
             "converge (the paper; replicas see different data, so the comparison is noisy). 'probe': every "
             "replica is scored on one shared probe batch just before the converge, a paired comparison "
             "(HDETTrainer takes it from the eval set, else the train set; costs one forward per converge). "
@@ -200,7 +202,7 @@ class HDETConfig:
     )
     probe_size: int = field(
         default=32,
-        metadata={"help": "Examples in the shared probe batch for --hdet_controller_signal probe."},
+        metadata={"help": "Examples in the shared probe batch of the probe-based --hdet_controller_signal values."},
     )
     explore_until: float = field(
         default=1.0,

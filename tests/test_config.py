@@ -66,7 +66,7 @@ def test_defaults_are_the_settings_the_quality_benchmark_chose():
     # BENCHMARKS.md "Defaults these measurements support"; change both together.
     c = parse("--hdet").hdet_config
     assert (c.gradient_sync, c.lr_spread, c.sync_interval) == ("shared", 0.25, 10)
-    assert (c.controller_lr, c.controller_momentum, c.controller_signal) == (1.5, 0.5, "train_loss")
+    assert (c.controller_lr, c.controller_momentum, c.controller_signal) == (1.5, 0.5, "train_and_averaged_probe")
     assert (c.controller_update, c.controller_temperature_mode, c.sync_warmup_steps) == (
         "multiplicative",
         "adaptive",

@@ -63,6 +63,7 @@ def scenario_controller(rank: int, world: int) -> dict:
                 lr_spread=0.5,
                 auto_lr=True,
                 auto_lr_warmup_steps=0,
+                controller_signal="train_loss",  # the injected losses are the signal
                 controller_update=update,
                 controller_temperature=temperature,
                 controller_temperature_mode=mode,
