@@ -150,7 +150,7 @@ class HDETAccelerate:
             raise RuntimeError(
                 "HDETAccelerate.converge() was called before prepare(): call hdet.prepare(...) first"
             )
-        if self.engine.steps_since_sync == 0:
+        if self.engine.steps_since_converge == 0:
             return None
         report = self.engine.converge(regular=False)
         assert self.lr_scheduler is not None

@@ -202,7 +202,10 @@ class HDETEngine:
         self._reset_exploration()
         self.values_per_step: dict[str, list[float]] = {}
         self.step = 0
-        self.steps_since_sync = 0  # identical on every rank (drives forced converges)
+        self.steps_since_sync = 0  # since the last regular converge; identical on every rank
+        # Since the last converge of any kind: 0 means the replicas are identical, so a forced converge
+        # (before evaluation or saving) would re-average identical weights and is skipped.
+        self.steps_since_converge = 0
         # The window's score is an item-weighted mean: sum of (micro-batch mean loss x its labelled items)
         # over the summed items, so ranks with ragged batches are compared per token, not per batch.
         self._loss_sum = torch.zeros((), dtype=torch.float64)
@@ -422,6 +425,7 @@ class HDETEngine:
         """Count one optimizer step; converge when it lands on the grid (or is the run's last step)."""
         self.step += 1
         self.steps_since_sync += 1
+        self.steps_since_converge += 1
         self._loss_steps += 1
         if self.config.controller_signal in AVERAGED_SIGNALS and self.step <= self.explore_until_step:
             self._update_window_average()
@@ -539,6 +543,7 @@ class HDETEngine:
         # Scored before averaging: the probe compares the replicas that the interval produced.
         probe_loss = self._probe() if use_probe else mean_loss
         self._window_average_count = 0
+        self.steps_since_converge = 0
         healthy = self._is_healthy(mean_loss if has_score else None, probe_loss if use_probe else None)
         # Averaging uses `healthy` (now); the controller also drops a replica reset earlier in this interval,
         # and one with nothing to compare.

@@ -85,7 +85,7 @@ class HDETCallback(TrainerCallback):
         engine = self.trainer.hdet_engine
         if (
             engine is not None
-            and engine.steps_since_sync > 0
+            and engine.steps_since_converge > 0
             and (control.should_save or control.should_evaluate)
         ):
             engine.converge(regular=False)

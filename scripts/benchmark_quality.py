@@ -84,6 +84,8 @@ CONTROLLER_IDEAS = (
     ("avgprobe_frompeak", "averaged_probe, controller from the peak", {"controller_signal": "averaged_probe", "auto_lr_warmup_steps": 0.3}),
     ("both_frompeak", "train_and_averaged_probe, controller from the peak", {"controller_signal": "train_and_averaged_probe", "auto_lr_warmup_steps": 0.3}),
     ("both_fast", "train_and_averaged_probe, lambda 3", {"controller_signal": "train_and_averaged_probe", "controller_lr": 3.0}),
+    # A longer comparison horizon: progress grows with the interval, the noise a larger step adds does not.
+    ("both_T50", "train_and_averaged_probe, T 50", {"controller_signal": "train_and_averaged_probe", "sync_interval": 50}),
 )
 START_FACTORS = {"best": 1.0, "low": 0.1, "high": 3.0}
 GROUPS = ("sweep", "core", "paper", "variants", "risks", "stability", "controller")

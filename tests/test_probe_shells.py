@@ -49,3 +49,22 @@ def test_drop_in_scheduler_scores_a_probe_at_each_controller_converge():
     assert len(calls) == 4
     plain = OneCycleAutoLR(torch.optim.SGD(model.parameters(), lr=0.1), max_lr=0.1, total_steps=12)
     assert plain.hdet_config.controller_signal == "train_loss"
+
+
+def test_a_forced_converge_right_after_another_is_skipped():
+    accelerator = Accelerator(cpu=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hdet = HDETAccelerate(accelerator, HDETConfig(sync_interval=4), total_steps=8)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt, _ = hdet.prepare(model, opt)
+    for _ in range(2):
+        loss = model(torch.randn(3, 4)).pow(2).mean()
+        loss.backward()
+        opt.step()
+        hdet.step(loss)
+        opt.zero_grad()
+    assert hdet.converge() is not None  # two steps since the last converge: the replicas may differ
+    assert hdet.converge() is None  # nothing happened since: identical replicas, no all-reduce
+    assert [t["step"] for t in hdet.engine.trajectory] == []  # forced converges do not touch the schedule
