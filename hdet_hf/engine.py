@@ -427,7 +427,11 @@ class HDETEngine:
         self.steps_since_sync += 1
         self.steps_since_converge += 1
         self._loss_steps += 1
-        if self.config.controller_signal in AVERAGED_SIGNALS and self.step <= self.explore_until_step:
+        if (
+            self.config.controller_signal in AVERAGED_SIGNALS
+            and self.step <= self.explore_until_step
+            and any(h.auto for h in self.hparams.values())
+        ):
             self._update_window_average()
         for name, hparam in self.hparams.items():
             if not hparam.is_lr:

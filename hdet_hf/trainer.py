@@ -242,7 +242,8 @@ class HDETTrainerMixin:
         raw_optimizer = getattr(optimizer, "optimizer", optimizer)
         self.hdet_engine = HDETEngine(config, self.model, raw_optimizer, num_training_steps)
         self._register_hyperparameters(self.hdet_engine, raw_optimizer)
-        if config.controller_signal != "train_loss":
+        # The probe batch is only needed when a controller compares replicas on it.
+        if config.controller_signal != "train_loss" and any(h.auto for h in self.hdet_engine.hparams.values()):
             self.hdet_engine.probe_fn = self._make_probe_fn(config.probe_size)
         self.lr_scheduler = HDETLRScheduler(self.lr_scheduler, self.hdet_engine)
         return self.lr_scheduler

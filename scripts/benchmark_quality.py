@@ -312,8 +312,7 @@ def plan_hdet(
                     "tuned",
                     tuned_note + ", signal probe",
                     gradient_sync=mode,
-                    controller_signal="probe",
-                    **tuned,
+                    **{**tuned, "controller_signal": "probe"},
                 )
     else:
         skipped.append("--hdet_controller_signal probe (not in this hdet_hf yet)")
