@@ -86,6 +86,7 @@ CONTROLLER_IDEAS = (
     ("both_fast", "train_and_averaged_probe, lambda 3", {"controller_signal": "train_and_averaged_probe", "controller_lr": 3.0}),
     # A longer comparison horizon: progress grows with the interval, the noise a larger step adds does not.
     ("both_T50", "train_and_averaged_probe, T 50", {"controller_signal": "train_and_averaged_probe", "sync_interval": 50}),
+    ("both_T25", "train_and_averaged_probe, T 25", {"controller_signal": "train_and_averaged_probe", "sync_interval": 25}),
 )
 START_FACTORS = {"best": 1.0, "low": 0.1, "high": 3.0}
 GROUPS = ("sweep", "core", "paper", "variants", "risks", "stability", "controller")

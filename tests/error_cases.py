@@ -534,9 +534,10 @@ CASES: list[ErrorCase] = [
         match=r"--hdet_auto_lr_warmup_steps 0.9 ends at or after the last step \(4\)",
     ),
     _train(
-        "--hdet --max_steps 4 --hdet_sync_interval 2 --hdet_controller_signal probe, streaming train set, no eval set",
+        "--hdet --max_steps 4 --hdet_sync_interval 2 --hdet_auto_lr --hdet_controller_signal probe, streaming train set, no eval set",
         "--hdet_sync_interval",
         "2",
+        "--hdet_auto_lr",
         "--hdet_controller_signal",
         "probe",
         dataset="unsized",
@@ -544,10 +545,11 @@ CASES: list[ErrorCase] = [
         r"train_dataset, but there is no eval_dataset and the train_dataset has no length.*train_loss",
     ),
     _train(
-        "--hdet --max_steps 4 --hdet_sync_interval 2 --hdet_controller_signal probe, streaming train set, empty "
+        "--hdet --max_steps 4 --hdet_sync_interval 2 --hdet_auto_lr --hdet_controller_signal probe, streaming train set, empty "
         "eval set",
         "--hdet_sync_interval",
         "2",
+        "--hdet_auto_lr",
         "--hdet_controller_signal",
         "probe",
         dataset="unsized",

@@ -268,6 +268,7 @@ def test_the_probe_batch_comes_from_the_train_set_when_the_eval_set_is_empty(tmp
             tmp_path,
             "--hdet_sync_interval",
             "2",
+            "--hdet_auto_lr",
             "--hdet_controller_signal",
             "probe",
             "--save_strategy",
