@@ -755,10 +755,20 @@ def one_cycle_shape(steps: int, warmup_steps: int = 0) -> tuple[float, ...]:
     import torch
 
     pct = warmup_steps / steps if warmup_steps > 0 else 0.3
-    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
-    sched = torch.optim.lr_scheduler.OneCycleLR(
-        opt, max_lr=1.0, total_steps=steps, pct_start=min(max(pct, 2.0 / steps), 0.99), cycle_momentum=False
+    return _schedule_values(
+        steps,
+        lambda opt: torch.optim.lr_scheduler.OneCycleLR(
+            opt, max_lr=1.0, total_steps=steps, pct_start=min(max(pct, 2.0 / steps), 0.99), cycle_momentum=False
+        ),
     )
+
+
+def _schedule_values(steps: int, make_scheduler: Any) -> tuple[float, ...]:
+    """The LR of each of ``steps`` optimizer steps under the scheduler ``make_scheduler(optimizer)`` builds."""
+    import torch
+
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    sched = make_scheduler(opt)
     values = []
     for _ in range(steps):
         values.append(opt.param_groups[0]["lr"])
@@ -769,17 +779,11 @@ def one_cycle_shape(steps: int, warmup_steps: int = 0) -> tuple[float, ...]:
 
 def wsd_shape(steps: int, warmup_steps: int, decay_steps: int) -> tuple[float, ...]:
     """The Trainer's warmup_stable_decay schedule with peak 1."""
-    import torch
     from transformers.optimization import get_wsd_schedule
 
-    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
-    sched = get_wsd_schedule(opt, warmup_steps, decay_steps, num_training_steps=steps)
-    values = []
-    for _ in range(steps):
-        values.append(opt.param_groups[0]["lr"])
-        opt.step()
-        sched.step()
-    return tuple(values)
+    return _schedule_values(
+        steps, lambda opt: get_wsd_schedule(opt, warmup_steps, decay_steps, num_training_steps=steps)
+    )
 
 
 def effective_peak_lr(r: dict[str, Any]) -> float:

@@ -8,16 +8,20 @@ no labelled token at all, so rank 0's second micro-batch has nothing to score.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from datasets import Dataset
-from transformers import HfArgumentParser, LlamaConfig, LlamaForCausalLM, TrainerCallback
+from transformers import HfArgumentParser, TrainerCallback
 
 from hdet_hf import HDETTrainer, HDETTrainingArguments
 from hdet_hf.process import finish_distributed
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import tiny_lm  # noqa: E402  (tests/tiny_lm.py)
 
 VOCAB = 64
 
@@ -77,17 +81,7 @@ def ragged_data(num_samples: int = 96, length: int = 16) -> Dataset:
 
 def main() -> None:
     worker, args = HfArgumentParser((WorkerArgs, HDETTrainingArguments)).parse_args_into_dataclasses()
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=32,
-    )
-    trainer = TruthTrainer(model=LlamaForCausalLM(config), args=args, train_dataset=ragged_data())
+    trainer = TruthTrainer(model=tiny_lm.model(seed=0, vocab_size=VOCAB), args=args, train_dataset=ragged_data())
     recorder = StepTruth(trainer)
     trainer.add_callback(recorder)
     trainer.train()
