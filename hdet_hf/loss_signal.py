@@ -24,12 +24,13 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-__all__ = ["per_item_mean_loss", "count_label_items"]
+__all__ = ["per_item_mean_loss", "count_label_items", "loss_divides_by_items"]
 
 IGNORE_INDEX = -100
 
@@ -88,3 +89,28 @@ def per_item_mean_loss(
     if local_items is None:
         return value, 1.0
     return value, torch.as_tensor(local_items, dtype=torch.float64, device=value.device)
+
+
+@torch.no_grad()
+def loss_divides_by_items(
+    compute_loss: Any, model: torch.nn.Module, inputs: Mapping[str, Any], num_items: Any
+) -> bool | None:
+    """Whether ``compute_loss(model, inputs, num_items_in_batch=...)`` really divides by ``num_items_in_batch``.
+
+    The Trainer assumes so for every model whose ``forward`` takes ``**kwargs`` (transformers 5 gave most
+    models one), but e.g. BERT's classification heads return a plain mean: the Trainer then multiplies that
+    mean by the process count (losses and gradients N times too large) and the per-item arithmetic above
+    would be wrong. Two forward passes on the same micro-batch, in eval mode so that dropout cannot tell
+    them apart, with the normaliser doubled: a loss that divides by it halves. None when undecidable (no
+    labelled item here, or a zero loss).
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        first = float(compute_loss(model, dict(inputs), num_items_in_batch=num_items))
+        doubled = float(compute_loss(model, dict(inputs), num_items_in_batch=num_items * 2))
+    finally:
+        model.train(was_training)
+    if not (math.isfinite(first) and math.isfinite(doubled)) or first == 0.0:
+        return None
+    return not math.isclose(first, doubled, rel_tol=1e-4)

@@ -39,7 +39,7 @@ from .hyperparameters import (
     lr_param_groups,
     weight_decay_hyperparameter,
 )
-from .loss_signal import count_label_items, per_item_mean_loss
+from .loss_signal import count_label_items, loss_divides_by_items, per_item_mean_loss
 from .process import check_launch_seen
 from .schedule_metadata import (
     MODEL_CARD_TAG,
@@ -313,6 +313,8 @@ class HDETTrainerMixin:
             if engine is not None
             else None
         )
+        if engine is not None and not getattr(self, "_hdet_checked_loss_kwargs", False):
+            self._check_loss_takes_items(model, inputs, num_items_in_batch)
         loss = super().training_step(model, inputs, num_items_in_batch)
         if engine is not None:
             engine.add_loss(*self._per_item_loss(loss, local_items, num_items_in_batch))
@@ -320,6 +322,31 @@ class HDETTrainerMixin:
             if engine.in_sync_warmup and self.accelerator.gradient_state.sync_gradients:
                 engine.average_gradients()
         return loss
+
+    def _check_loss_takes_items(self, model, inputs, num_items_in_batch) -> None:
+        """Once, at the first micro-batch: stop the Trainer from scaling a loss that ignores ``num_items_in_batch``.
+
+        The Trainer decides from the ``forward`` signature alone (see `hdet_hf.loss_signal.loss_divides_by_items`);
+        for a model whose loss is a plain mean it multiplies losses and gradients by the process count and the
+        replicas would be compared on token shares. We test the model instead (two no-grad forwards, once) and
+        set the Trainer's own switch, as transformers does per model (`accepts_loss_kwargs = False`).
+        """
+        self._hdet_checked_loss_kwargs = True
+        if not self.model_accepts_loss_kwargs or self.compute_loss_func is not None or num_items_in_batch is None:
+            return
+        uses = loss_divides_by_items(self.compute_loss, model, self._prepare_inputs(inputs), num_items_in_batch)
+        # Every rank must take the same decision (an undecidable rank follows the others).
+        votes = torch.tensor([uses is False, uses is True], dtype=torch.float64)
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            dist.all_reduce(votes)
+        if votes[0] > 0 and votes[1] == 0:
+            self.model_accepts_loss_kwargs = False
+            logger.warning(
+                "HDET: %s takes **kwargs but its loss does not divide by num_items_in_batch, so the Trainer would "
+                "multiply the mean loss (and the gradients) by the number of processes. Treating it as a mean loss; "
+                "set `model.accepts_loss_kwargs = False` to make this explicit.",
+                type(self.accelerator.unwrap_model(model)).__name__,
+            )
 
     def _per_item_loss(self, loss, local_items, num_items_in_batch):
         """This rank's per-token mean loss of the micro-batch and its token count (see `hdet_hf.loss_signal`).

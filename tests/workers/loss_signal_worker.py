@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from datasets import Dataset
-from transformers import HfArgumentParser, TrainerCallback
+from transformers import HfArgumentParser, LlamaForCausalLM, TrainerCallback
 
 from hdet_hf import HDETTrainer, HDETTrainingArguments
 from hdet_hf.process import finish_distributed
@@ -29,6 +29,17 @@ VOCAB = 64
 @dataclass
 class WorkerArgs:
     dump_dir: str = field(default="dump")
+    mean_loss_model: bool = field(
+        default=False, metadata={"help": "Train MeanLossLM (no micro-batch without labelled tokens)."}
+    )
+
+
+class MeanLossLM(LlamaForCausalLM):
+    """Like BERT's heads in transformers 5: forward takes **kwargs, but the loss is a plain mean that ignores
+    ``num_items_in_batch`` (the Trainer would multiply it by the process count)."""
+
+    def forward(self, input_ids=None, attention_mask=None, labels=None, num_items_in_batch=None, **kwargs):
+        return super().forward(input_ids=input_ids, attention_mask=attention_mask, labels=labels, **kwargs)
 
 
 class TruthTrainer(HDETTrainer):
@@ -66,7 +77,7 @@ class StepTruth(TrainerCallback):
         self.trainer._sum, self.trainer._count = 0.0, 0
 
 
-def ragged_data(num_samples: int = 96, length: int = 16) -> Dataset:
+def ragged_data(num_samples: int = 96, length: int = 16, empty_batch: bool = True) -> Dataset:
     g = torch.Generator().manual_seed(3)
     ids = torch.randint(0, VOCAB, (num_samples, length), generator=g)
     labels = ids.clone()
@@ -75,13 +86,20 @@ def ragged_data(num_samples: int = 96, length: int = 16) -> Dataset:
         # samples of rank 1 have long masks, so its token count is a fraction of rank 0's.
         masked = 2 + int(torch.randint(0, 4, (1,), generator=g)) if (i // 4) % 2 == 0 else 10 + i % 5
         labels[i, :masked] = -100
-    labels[8:12] = -100  # rank 0's third micro-batch: nothing labelled
+    if empty_batch:
+        labels[8:12] = -100  # rank 0's third micro-batch: nothing labelled
     return Dataset.from_dict({"input_ids": ids.tolist(), "labels": labels.tolist()})
 
 
 def main() -> None:
     worker, args = HfArgumentParser((WorkerArgs, HDETTrainingArguments)).parse_args_into_dataclasses()
-    trainer = TruthTrainer(model=tiny_lm.model(seed=0, vocab_size=VOCAB), args=args, train_dataset=ragged_data())
+    model = tiny_lm.model(seed=0, vocab_size=VOCAB)
+    if worker.mean_loss_model:
+        # A plain mean over zero tokens is NaN (and so would be its gradients): no empty micro-batch here.
+        model = MeanLossLM(model.config)
+        model.load_state_dict(tiny_lm.model(seed=0, vocab_size=VOCAB).state_dict())
+    data = ragged_data(empty_batch=not worker.mean_loss_model)
+    trainer = TruthTrainer(model=model, args=args, train_dataset=data)
     recorder = StepTruth(trainer)
     trainer.add_callback(recorder)
     trainer.train()
@@ -93,6 +111,7 @@ def main() -> None:
             "steps": recorder.steps,
             "trajectory": engine.trajectory,
             "divergence_events": engine.divergence_events,
+            "trainer_scales_loss": trainer.model_accepts_loss_kwargs,
             "final_finite": all(bool(torch.isfinite(p).all()) for p in trainer.model.parameters()),
         },
         os.path.join(worker.dump_dir, f"rank{rank}.pt"),
