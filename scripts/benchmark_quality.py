@@ -87,6 +87,11 @@ CONTROLLER_IDEAS = (
     # A longer comparison horizon: progress grows with the interval, the noise a larger step adds does not.
     ("both_T50", "train_and_averaged_probe, T 50", {"controller_signal": "train_and_averaged_probe", "sync_interval": 50}),
     ("both_T25", "train_and_averaged_probe, T 25", {"controller_signal": "train_and_averaged_probe", "sync_interval": 25}),
+    # Act early only: around the schedule's peak the signals told the three starts apart (best: mixed signs,
+    # 3x high: "lower", 10x low: "higher"); after it every start heard "lower" as strongly (the short-horizon
+    # bias grows as the loss nears its noise floor). A faster controller in that window, then the schedule.
+    ("early", "train_and_averaged_probe, lambda 3, explore_until 0.4", {"controller_signal": "train_and_averaged_probe", "controller_lr": 3.0, "explore_until": 0.4}),
+    ("early_smooth", "train_and_averaged_probe, lambda 3, beta 0.8, explore_until 0.4", {"controller_signal": "train_and_averaged_probe", "controller_lr": 3.0, "controller_momentum": 0.8, "explore_until": 0.4}),
 )
 START_FACTORS = {"best": 1.0, "low": 0.1, "high": 3.0}
 GROUPS = ("sweep", "core", "paper", "variants", "risks", "stability", "controller")
