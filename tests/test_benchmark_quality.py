@@ -64,7 +64,9 @@ def test_quick_run_writes_table_json_and_plots(tmp_path):
 
     table = (out / "results.md").read_text()
     header = next(line for line in table.splitlines() if line.startswith("| config"))
-    assert [c.strip() for c in header.strip("|").split("|")] == list(benchmark_quality.TABLE_COLUMNS)
+    # A language-model task shows perplexity, not accuracy (that column is the docstring classifier's).
+    expected = [c for c in benchmark_quality.TABLE_COLUMNS if c != "accuracy"]
+    assert [c.strip() for c in header.strip("|").split("|")] == expected
     for column in ("start LR", "final LR", "eval loss", "perplexity", "diverged?"):
         assert column in header
     assert table.count("\n| ") == 1 + len(names)  # header + one row per config
@@ -95,3 +97,24 @@ def test_quick_run_writes_table_json_and_plots(tmp_path):
     (out / "quality.png").unlink()
     assert benchmark_quality.main(["--plot_only", "--out_dir", str(out)]) == 0
     assert (out / "quality.png").is_file()
+
+
+def test_classifier_table_shows_accuracy_instead_of_perplexity():
+    row = {c: "x" for c in benchmark_quality.TABLE_COLUMNS}
+    table = benchmark_quality.markdown_table([{**row, "accuracy": "0.912"}])
+    header = table.splitlines()[0]
+    assert "accuracy" in header and "perplexity" not in header
+    assert "0.912" in table
+
+
+def test_docstring_task_is_labelled_deterministic_and_split_without_overlap():
+    import docstring_task
+
+    examples = docstring_task.docstring_examples(max_per_class=40, seed=0)
+    assert examples == docstring_task.docstring_examples(max_per_class=40, seed=0)
+    labels = [e["label"] for e in examples]
+    assert sorted(set(labels)) == list(range(len(docstring_task.PACKAGES)))
+    assert max(labels.count(k) for k in set(labels)) <= 40
+    assert len({e["text"] for e in examples}) == len(examples), "a docstring in two classes is unlearnable"
+    validation = [e for e in examples if docstring_task._in_validation(e["text"], 0.2)]
+    assert 0.1 < len(validation) / len(examples) < 0.3
