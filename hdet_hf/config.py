@@ -6,10 +6,13 @@ API and the drop-in scheduler take the same dataclass, so the three shells canno
 
 from __future__ import annotations
 
+import functools
 import math
+import types
+import typing
 import warnings
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "HDETConfig",
@@ -271,14 +274,14 @@ class HDETConfig:
     )
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.type == "bool" and not isinstance(value, bool):
-                raise ValueError(f"{_flag(f.name)} must be true or false, but got {value!r}.")
-            if f.type in ("float", "int") and (
-                isinstance(value, bool) or not isinstance(value, (int, float))
-            ):
-                raise ValueError(f"{_flag(f.name)} must be a number, but got {value!r}.")
+        for name, kind in _field_kinds(type(self)).items():
+            value = getattr(self, name)
+            if value is None and kind.optional:
+                continue
+            if kind.base is bool and not isinstance(value, bool):
+                raise ValueError(f"{_flag(name)} must be true or false, but got {value!r}.")
+            if kind.base in (float, int) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ValueError(f"{_flag(name)} must be a number, but got {value!r}.")
         _check_choice("gradient_sync", self.gradient_sync, GRADIENT_SYNC_MODES)
         _check_choice("controller_update", self.controller_update, CONTROLLER_UPDATES)
         _check_choice("controller_temperature_mode", self.controller_temperature_mode, TEMPERATURE_MODES)
@@ -453,6 +456,22 @@ class HDETConfig:
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
+
+
+class _Kind(NamedTuple):
+    base: Any  # the type without None: bool, int, float, str, ...
+    optional: bool  # the annotation is `X | None`: None is a valid value (the flag's default when not given)
+
+
+@functools.cache
+def _field_kinds(config: type) -> dict[str, _Kind]:
+    """Each field's annotation, resolved (the module uses string annotations) and split into ``X`` and ``| None``."""
+    kinds = {}
+    for name, hint in typing.get_type_hints(config).items():
+        args = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else ()
+        rest = [a for a in args if a is not type(None)]
+        kinds[name] = _Kind(rest[0], True) if len(rest) == 1 and len(args) == 2 else _Kind(hint, False)
+    return kinds
 
 
 def _flag(name: str) -> str:
