@@ -56,13 +56,12 @@ def finish_distributed(exit_code: int = 0) -> None:
     """Tear down the process group and end the process.
 
     With the gloo backend, an interpreter that exits while gloo's worker threads still hold tensors can
-    abort at finalisation ("terminate called without an active exception", SIGABRT; seen here in about 1 of
-    8 runs of a plain ``transformers.Trainer`` script on 2 CPU processes, with or without
-    ``destroy_process_group``; pytorch/pytorch#179291 describes it). The launcher then reports a failed run
-    although the work finished. For gloo we therefore flush and leave with ``os._exit`` after a barrier and
-    ``destroy_process_group``; 12 of 12 runs exited cleanly that way. Python-level atexit handlers (e.g. a
-    logger's final flush) are run first, since ``os._exit`` would skip them. NCCL and single-process runs
-    return normally.
+    abort at finalisation ("terminate called without an active exception", SIGABRT; pytorch/pytorch#179291),
+    with or without ``destroy_process_group``, and the launcher then reports a failed run although the work
+    finished. For gloo we therefore flush and leave with ``os._exit`` after a barrier and
+    ``destroy_process_group``, which skips that finalisation. Python-level atexit handlers (e.g. a logger's
+    final flush) are run first, since ``os._exit`` would skip them. NCCL and single-process runs return
+    normally.
     """
     if not (dist.is_available() and dist.is_initialized()):
         return
