@@ -34,7 +34,9 @@ __all__ = ["HDETTrainingArguments", "with_hdet_arguments", "hdet_field", "hdet_a
 
 UNSUPPORTED_BACKENDS = ("fsdp", "deepspeed")
 
-HDET_HELP = "Enable Hyperparameter-Divergent Ensemble Training. Off: HDETTrainer behaves exactly like transformers.Trainer."
+HDET_HELP = (
+    "Enable Hyperparameter-Divergent Ensemble Training. Off: HDETTrainer behaves exactly like transformers.Trainer."
+)
 
 
 @functools.cache
@@ -193,7 +195,7 @@ def _new_hdet_arguments(base_module: str, base_qualname: str) -> Any:
     """Pickle's constructor for an instance of ``with_hdet_arguments(base)``; pickle then restores its fields.
 
     ``base`` is looked up by name, not pickled by reference: while `hdet_hf.launch` runs a script, the name
-    ``transformers.TrainingArguments`` (and the Seq2Seq one) is bound to the generated class itself."""
+    ``transformers.TrainingArguments`` (and the Seq2Seq one) is bound to its HDET class itself."""
     base: Any = importlib.import_module(base_module)
     for part in base_qualname.split("."):
         base = getattr(base, part)
