@@ -6,10 +6,13 @@ API and the drop-in scheduler take the same dataclass, so the three shells canno
 
 from __future__ import annotations
 
+import functools
 import math
+import types
+import typing
 import warnings
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "HDETConfig",
@@ -47,8 +50,9 @@ class HDETConfig:
         default=0.25,
         metadata={
             "help": "Learning-rate spread alpha in [0, 1). Rank r of N runs at base LR x "
-            "(1 + alpha*(r-(N-1)/2)/max((N-1)/2, 0.5)); the multipliers average exactly 1. The default 0.25 "
-            "cost 1.1 percent more eval loss than DDP at the best LR in BENCHMARKS.md, 0.5 cost 6.6 percent."
+            "(1 + alpha*(r-(N-1)/2)/max((N-1)/2, 0.5)); the multipliers average exactly 1. A wider spread "
+            "explores farther from the base LR but costs more quality when the base LR is already good; "
+            "BENCHMARKS.md measures the cost of each spread."
         },
     )
     sync_interval: int = field(
@@ -62,10 +66,10 @@ class HDETConfig:
     gradient_sync: str = field(
         default="shared",
         metadata={
-            "help": "'shared' (the paper's variant, the default: it won 12 of 12 quality pairs in BENCHMARKS.md): "
-            "DDP all-reduces gradients every step and ranks differ only in step size. 'local': no gradient "
-            "all-reduce between converges, each rank steps on its own gradient (communication every T steps "
-            "only; local SGD, 18 percent more eval loss at equal steps in BENCHMARKS.md).",
+            "help": "'shared' (the paper's variant, the default): DDP all-reduces gradients every step and ranks "
+            "differ only in step size. 'local': no gradient all-reduce between converges, each rank steps on "
+            "its own gradient (communication every T steps only). 'local' is local SGD: it communicates less "
+            "but loses quality at equal steps; BENCHMARKS.md compares the two.",
             "choices": list(GRADIENT_SYNC_MODES),
         },
     )
@@ -102,8 +106,8 @@ class HDETConfig:
     controller_lr: float = field(
         default=1.5,
         metadata={
-            "help": "Controller step size lambda (the paper's lr_of_lr). Default 1.5 for the multiplicative "
-            "update, chosen in BENCHMARKS.md; the paper's additive update uses LR units (e.g. 0.01)."
+            "help": "Controller step size lambda (the paper's lr_of_lr). The default suits the multiplicative "
+            "update (chosen in BENCHMARKS.md); the paper's additive update uses LR units (e.g. 0.01)."
         },
     )
     controller_momentum: float = field(
@@ -184,9 +188,8 @@ class HDETConfig:
     controller_signal: str = field(
         default="train_and_averaged_probe",
         metadata={
-            "help": "What the controller compares. Default 'train_and_averaged_probe' (won 6 of 9 start/task "
-            "pairs against 'train_loss' in BENCHMARKS.md, which shows where both miss). "
-            "'train_loss': each rank's per-token mean training loss since the last "
+            "help": "What the controller compares (BENCHMARKS.md compares the signals and shows where each "
+            "misses). 'train_loss': each rank's per-token mean training loss since the last "
             "converge (the paper; replicas see different data, so the comparison is noisy). 'probe': every "
             "replica is scored on one shared probe batch just before the converge, a paired comparison "
             "(HDETTrainer takes it from the eval set, else the train set; costs one forward per converge). "
@@ -197,7 +200,7 @@ class HDETConfig:
             "'train_and_averaged_probe': the mean of the two hypergradients: the train loss favours too-small "
             "steps (the noise that the final cool-down removes counts against a larger LR) and the averaged "
             "probe too-large ones (it removes that noise but, in shared mode, a replica does not follow its own "
-            "gradient, so its instability does not show); see BENCHMARKS.md.",
+            "gradient, so its instability does not show).",
             "choices": list(CONTROLLER_SIGNALS),
         },
     )
@@ -271,14 +274,14 @@ class HDETConfig:
     )
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.type == "bool" and not isinstance(value, bool):
-                raise ValueError(f"{_flag(f.name)} must be true or false, but got {value!r}.")
-            if f.type in ("float", "int") and (
-                isinstance(value, bool) or not isinstance(value, (int, float))
-            ):
-                raise ValueError(f"{_flag(f.name)} must be a number, but got {value!r}.")
+        for name, kind in _field_kinds(type(self)).items():
+            value = getattr(self, name)
+            if value is None and kind.optional:
+                continue
+            if kind.base is bool and not isinstance(value, bool):
+                raise ValueError(f"{_flag(name)} must be true or false, but got {value!r}.")
+            if kind.base in (float, int) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ValueError(f"{_flag(name)} must be a number, but got {value!r}.")
         _check_choice("gradient_sync", self.gradient_sync, GRADIENT_SYNC_MODES)
         _check_choice("controller_update", self.controller_update, CONTROLLER_UPDATES)
         _check_choice("controller_temperature_mode", self.controller_temperature_mode, TEMPERATURE_MODES)
@@ -453,6 +456,22 @@ class HDETConfig:
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
+
+
+class _Kind(NamedTuple):
+    base: Any  # the type without None: bool, int, float, str, ...
+    optional: bool  # the annotation is `X | None`: None is a valid value (the flag's default when not given)
+
+
+@functools.cache
+def _field_kinds(config: type) -> dict[str, _Kind]:
+    """Each field's annotation, resolved (the module uses string annotations) and split into ``X`` and ``| None``."""
+    kinds = {}
+    for name, hint in typing.get_type_hints(config).items():
+        args = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else ()
+        rest = [a for a in args if a is not type(None)]
+        kinds[name] = _Kind(rest[0], True) if len(rest) == 1 and len(args) == 2 else _Kind(hint, False)
+    return kinds
 
 
 def _flag(name: str) -> str:

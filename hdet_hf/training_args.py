@@ -1,7 +1,10 @@
 """`HDETTrainingArguments`: `transformers.TrainingArguments` plus one ``--hdet_<name>`` flag per `HDETConfig` field.
 
-The HDET fields are generated from `HDETConfig` (name, type, default and help text), so the flags, the
-Python API and the docs cannot disagree.
+Each ``hdet_<name>`` field is declared on the class with its type, so type checkers and IDEs see it; its
+default and help text are read from the `HDETConfig` field of the same name (`hdet_field`), the one place they
+are written. ``tests/test_training_args.py`` checks that the declared names, order and types match
+`HDETConfig`, so the flags, the Python API and the docs cannot disagree. `with_hdet_arguments` copies the same
+fields onto other argument classes (Seq2SeqTrainingArguments, TRL's configs).
 
 Example:
     >>> from transformers import HfArgumentParser
@@ -16,7 +19,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
+import typing
 import warnings
 from typing import Any
 
@@ -25,53 +30,121 @@ from transformers import TrainingArguments
 from .config import HDETConfig
 from .process import accelerator_available, launched_world_size
 
-__all__ = ["HDETTrainingArguments", "with_hdet_arguments"]
+__all__ = ["HDETTrainingArguments", "with_hdet_arguments", "hdet_field", "hdet_argument_fields"]
 
 UNSUPPORTED_BACKENDS = ("fsdp", "deepspeed")
 
+HDET_HELP = (
+    "Enable Hyperparameter-Divergent Ensemble Training. Off: HDETTrainer behaves exactly like transformers.Trainer."
+)
 
-def _hdet_fields() -> list[tuple[str, Any, dataclasses.Field]]:
-    # Resolve the string annotations of HDETConfig (it uses `from __future__ import annotations`) into
-    # the real types HfArgumentParser needs.
-    types = {"float": float, "int": int, "bool": bool, "str": str}
-    generated = [
-        (
-            "hdet",
-            bool,
-            dataclasses.field(
-                default=False,
-                metadata={
-                    "help": "Enable Hyperparameter-Divergent Ensemble Training. Off: HDETTrainer behaves exactly "
-                    "like transformers.Trainer."
-                },
-            ),
+
+@functools.cache
+def _config_fields(config: type) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(config)}
+
+
+def _copy_field(source: dataclasses.Field) -> Any:
+    # A new Field each time: dataclasses writes the owner's name into a Field, so two classes cannot share one.
+    if source.default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=source.default_factory, metadata=dict(source.metadata))
+    return dataclasses.field(default=source.default, metadata=dict(source.metadata))
+
+
+def hdet_field(name: str, config: type = HDETConfig) -> Any:
+    """The dataclass field behind ``--hdet_<name>``: the default and help text of ``config``'s field ``name``.
+
+    ``config`` is `HDETConfig`, or a subclass of it that adds settings.
+
+    Example:
+        >>> hdet_field("sync_interval").default
+        10
+    """
+    fields = _config_fields(config)
+    if name not in fields:
+        raise ValueError(
+            f"{config.__name__} has no field {name!r}, so there is no --hdet_{name} to declare; "
+            f"expected one of {', '.join(fields)}."
         )
+    return _copy_field(fields[name])
+
+
+@dataclasses.dataclass
+class HDETTrainingArguments(TrainingArguments):
+    """`transformers.TrainingArguments` plus the ``--hdet*`` flags: ``hdet`` switches HDET on, and each
+    ``hdet_<name>`` is `HDETConfig`'s ``name`` (same default, same help text). ``args.hdet_config`` holds the
+    validated `HDETConfig` (validated also with ``hdet=False``, so a typo is never silently ignored).
+
+    Example:
+        >>> args = HDETTrainingArguments(output_dir="out", hdet=True, hdet_sync_interval=20)
+        >>> args.hdet_sync_interval, args.hdet_config.sync_interval, args.hdet_config.lr_spread
+        (20, 20, 0.25)
+    """
+
+    hdet: bool = dataclasses.field(default=False, metadata={"help": HDET_HELP})
+    hdet_lr_spread: float = hdet_field("lr_spread")
+    hdet_sync_interval: int = hdet_field("sync_interval")
+    hdet_gradient_sync: str = hdet_field("gradient_sync")
+    hdet_auto_lr: bool = hdet_field("auto_lr")
+    hdet_auto_lr_warmup_steps: float = hdet_field("auto_lr_warmup_steps")
+    hdet_controller_temperature: float = hdet_field("controller_temperature")
+    hdet_controller_temperature_mode: str = hdet_field("controller_temperature_mode")
+    hdet_controller_lr: float = hdet_field("controller_lr")
+    hdet_controller_momentum: float = hdet_field("controller_momentum")
+    hdet_controller_update: str = hdet_field("controller_update")
+    hdet_controller_max_factor: float = hdet_field("controller_max_factor")
+    hdet_lr_groups: bool = hdet_field("lr_groups")
+    hdet_weight_decay_spread: float = hdet_field("weight_decay_spread")
+    hdet_weight_decay_auto: bool = hdet_field("weight_decay_auto")
+    hdet_dropout_spread: float = hdet_field("dropout_spread")
+    hdet_dropout_auto: bool = hdet_field("dropout_auto")
+    hdet_dropout_base: float = hdet_field("dropout_base")
+    hdet_label_smoothing_spread: float = hdet_field("label_smoothing_spread")
+    hdet_label_smoothing_auto: bool = hdet_field("label_smoothing_auto")
+    hdet_attention_temperature_spread: float = hdet_field("attention_temperature_spread")
+    hdet_attention_temperature_auto: bool = hdet_field("attention_temperature_auto")
+    hdet_seed: int = hdet_field("seed")
+    hdet_controller_signal: str = hdet_field("controller_signal")
+    hdet_probe_size: int = hdet_field("probe_size")
+    hdet_explore_until: float = hdet_field("explore_until")
+    hdet_sync_warmup_steps: float = hdet_field("sync_warmup_steps")
+    hdet_divergence_factor: float = hdet_field("divergence_factor")
+    hdet_outer_lr: float = hdet_field("outer_lr")
+    hdet_outer_momentum: float = hdet_field("outer_momentum")
+    hdet_average_optimizer_state: bool = hdet_field("average_optimizer_state")
+    hdet_bucket_size_mb: float = hdet_field("bucket_size_mb")
+    hdet_base_schedule: str = hdet_field("base_schedule")
+
+    def __post_init__(self) -> None:
+        _see_cpu_launch(self)
+        super().__post_init__()
+        self.hdet_config: HDETConfig = _check_hdet_arguments(self)
+
+
+def hdet_argument_fields(cls: type = HDETTrainingArguments) -> list[tuple[str, Any, Any]]:
+    """``(name, type, field)`` of every field ``cls`` adds to `TrainingArguments` (the ``hdet*`` ones), with
+    the annotations resolved into real types (``int | None`` included), as `dataclasses.make_dataclass` takes
+    them."""
+    inherited = {f.name for f in dataclasses.fields(TrainingArguments)}
+    types = typing.get_type_hints(cls)
+    return [
+        (f.name, types[f.name], _copy_field(f)) for f in dataclasses.fields(cls) if f.name not in inherited
     ]
-    for f in dataclasses.fields(HDETConfig):
-        generated.append(
-            (
-                f"hdet_{f.name}",
-                types[str(f.type)],
-                dataclasses.field(default=f.default, metadata=dict(f.metadata)),
-            )
-        )
-    return generated
 
 
-def _check_hdet_arguments(self: Any) -> None:
+def _check_hdet_arguments(self: Any) -> HDETConfig:
+    """The validated `HDETConfig` of these arguments, after the checks that need the Trainer's own flags."""
     # Validate the HDET fields even when --hdet is off, so a typo is not silently ignored.
-    self.hdet_config = HDETConfig(
-        **{name: getattr(self, f"hdet_{name}") for name in HDETConfig.field_names()}
-    )
+    config = HDETConfig(**{name: getattr(self, f"hdet_{name}") for name in HDETConfig.field_names()})
     if not self.hdet:
-        return
+        return config
     for backend in UNSUPPORTED_BACKENDS:
         if getattr(self, backend, None):
             raise ValueError(
                 f"--hdet does not support --{backend} yet: HDET averages whole replicas, which needs every rank "
                 f"to hold all parameters. Drop --{backend} (plain data parallel), or drop --hdet."
             )
-    if self.hdet_config.base_schedule == "trainer" and str(self.lr_scheduler_type) in (
+    if config.base_schedule == "trainer" and str(self.lr_scheduler_type) in (
         "reduce_lr_on_plateau",
         "SchedulerType.REDUCE_ON_PLATEAU",
     ):
@@ -82,7 +155,7 @@ def _check_hdet_arguments(self: Any) -> None:
             "at every optimizer step. Use --hdet_base_schedule one_cycle, or another --lr_scheduler_type "
             "(e.g. cosine)."
         )
-    if self.hdet_config.base_schedule == "one_cycle" and str(self.lr_scheduler_type) not in (
+    if config.base_schedule == "one_cycle" and str(self.lr_scheduler_type) not in (
         "linear",
         "SchedulerType.LINEAR",
     ):
@@ -91,13 +164,14 @@ def _check_hdet_arguments(self: Any) -> None:
             "pass --hdet_base_schedule trainer to keep it.",
             stacklevel=2,
         )
-    if self.hdet_config.gradient_sync == "local":
+    if config.gradient_sync == "local":
         # No DDP wrapper in local mode, hence no DDP buffer broadcast either: buffers are handled at converges.
         self.ddp_broadcast_buffers = False
         # The Trainer all-gathers token counts every step to normalise the loss across devices, because DDP
         # averages gradients. Local replicas step on their own gradients, so that per-step collective
         # would be the only communication left between converges, and is not needed.
         self.average_tokens_across_devices = False
+    return config
 
 
 def _see_cpu_launch(self: Any) -> None:
@@ -121,7 +195,7 @@ def _new_hdet_arguments(base_module: str, base_qualname: str) -> Any:
     """Pickle's constructor for an instance of ``with_hdet_arguments(base)``; pickle then restores its fields.
 
     ``base`` is looked up by name, not pickled by reference: while `hdet_hf.launch` runs a script, the name
-    ``transformers.TrainingArguments`` (and the Seq2Seq one) is bound to the generated class itself."""
+    ``transformers.TrainingArguments`` (and the Seq2Seq one) is bound to its HDET class itself."""
     base: Any = importlib.import_module(base_module)
     for part in base_qualname.split("."):
         base = getattr(base, part)
@@ -150,7 +224,7 @@ def with_hdet_arguments(base: type[TrainingArguments]) -> type[TrainingArguments
     def __post_init__(self: Any) -> None:
         _see_cpu_launch(self)
         base.__post_init__(self)
-        _check_hdet_arguments(self)
+        self.hdet_config = _check_hdet_arguments(self)
 
     def __reduce_ex__(self: Any, protocol: Any) -> Any:
         # The generated class cannot be imported by name, so pickle "with_hdet_arguments(base)" plus the
@@ -160,8 +234,8 @@ def with_hdet_arguments(base: type[TrainingArguments]) -> type[TrainingArguments
         return _new_hdet_arguments, (base.__module__, base.__qualname__), self.__dict__
 
     generated = dataclasses.make_dataclass(
-        f"HDET{base.__name__}" if base is not TrainingArguments else "HDETTrainingArguments",
-        _hdet_fields(),
+        f"HDET{base.__name__}",
+        hdet_argument_fields(HDETTrainingArguments),
         bases=(base,),
         namespace={
             "__post_init__": __post_init__,
@@ -174,5 +248,6 @@ def with_hdet_arguments(base: type[TrainingArguments]) -> type[TrainingArguments
     return generated
 
 
-HDETTrainingArguments = with_hdet_arguments(TrainingArguments)
-HDETTrainingArguments.__doc__ += "\n\n" + __doc__.split("Example:", 1)[1].join(["Example:", ""])
+# The declared class is the HDET version of TrainingArguments itself: it pickles by name, and checkpoints
+# pickled when it was generated (through `_new_hdet_arguments`) load into it.
+_GENERATED[TrainingArguments] = HDETTrainingArguments

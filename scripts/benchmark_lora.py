@@ -44,7 +44,8 @@ from benchmark_speed import MODELS, build_model, rank_batch  # noqa: E402  (the 
 
 from hdet_hf import HDETConfig  # noqa: E402
 from hdet_hf.engine import HDETEngine  # noqa: E402
-from hdet_hf.process import finish_distributed, relaunch_as_workers  # noqa: E402
+from hdet_hf.process import finish_distributed  # noqa: E402
+from hdet_hf.testing.processes import relaunch_as_workers  # noqa: E402
 
 MIB = 2**20
 BIG_RUN = 10**9  # total_steps: the engines never reach their "last step"

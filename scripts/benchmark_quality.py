@@ -467,8 +467,8 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
 
     from hdet_hf import HDETTrainer, HDETTrainingArguments
     from hdet_hf.config import HDETConfig
-    from hdet_hf.data import build_default_model, load_default_task
     from hdet_hf.engine import HDETDivergenceError
+    from hdet_hf.examples.data import build_default_model, load_default_task
     from hdet_hf.process import finish_distributed
 
     transformers.logging.set_verbosity_error()
@@ -1276,7 +1276,7 @@ def print_plan(args: argparse.Namespace) -> None:
 
 
 def launch(argv: list[str], args: argparse.Namespace) -> int:
-    from hdet_hf.process import relaunch_as_workers
+    from hdet_hf.testing.processes import relaunch_as_workers
 
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

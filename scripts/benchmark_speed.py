@@ -60,13 +60,13 @@ from torch.nn.parallel import DistributedDataParallel
 
 from hdet_hf import HDETConfig
 from hdet_hf.collectives import fused_average_, iter_buckets
-from hdet_hf.data import DEFAULT_MODEL_CONFIG_PATH
 from hdet_hf.engine import HDETEngine
+from hdet_hf.examples.data import DEFAULT_MODEL_CONFIG_PATH
 from hdet_hf.process import finish_distributed
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-# Llama shapes (random init, tied embeddings, as hdet_hf/model_configs/tiny_llama.json otherwise).
+# Llama shapes (random init, tied embeddings, as hdet_hf/examples/model_configs/tiny_llama.json otherwise).
 MODELS: dict[str, dict[str, int]] = {
     # 988,288 parameters
     "small": {

@@ -2,7 +2,7 @@
 """Fine-tune a causal language model with `HDETTrainer`, in the style of HF's `run_clm.py`.
 
 Every ``--hdet*`` flag of `HDETTrainingArguments` works; without ``--hdet`` this is a plain `Trainer` run.
-With no model and no data it trains the embedded offline demo: a tiny Llama (`hdet_hf.data`) on the Python
+With no model and no data it trains the embedded offline demo: a tiny Llama (`hdet_hf.examples.data`) on the Python
 standard library's docstrings, nothing downloaded. Pass ``--model_name_or_path``/``--config_name`` and
 ``--dataset_name`` or ``--train_file``/``--validation_file`` for real work, as with run_clm.
 
@@ -60,14 +60,14 @@ from transformers import (
 from transformers.trainer_utils import get_last_checkpoint
 
 from hdet_hf import HDETSchedule, HDETTrainer, HDETTrainingArguments
-from hdet_hf.data import (
+from hdet_hf.examples.data import (
     build_default_model,
     build_stdlib_docstring_corpus,
     group_texts_for_clm,
     load_default_task,
     train_default_tokenizer,
 )
-from hdet_hf.metrics import load_metric
+from hdet_hf.examples.metrics import load_metric
 from hdet_hf.process import finish_distributed
 from hdet_hf.schedule_metadata import PLOT_FILENAME, SCHEDULE_FILENAME
 
@@ -81,7 +81,7 @@ SCRIPT_DEFAULTS: dict[str, Any] = {"do_train": True, "do_eval": True}
 # Settings the embedded demo uses when the user passed neither a model nor data and did not set them:
 # small enough that `accelerate launch` with 4 CPU processes on 2 busy cores finishes in under 4 minutes.
 DEMO_DEFAULTS: dict[str, Any] = {
-    "block_size": 128,  # the corpus' measured default in hdet_hf.data: 2,915 train / 174 validation blocks
+    "block_size": 128,  # the corpus' measured default in hdet_hf.examples.data: 2,915 train / 174 validation blocks
     "max_steps": 100,  # 1.1 epochs with 4 processes x 8 blocks; HF's 3 epochs (273 steps) take ~3x longer
     "learning_rate": 2e-3,  # a from-scratch 4M-parameter Llama; HF's 5e-5 is a fine-tuning LR
     "logging_steps": 10,  # HF's 500 would log nothing in a 100-step run
@@ -97,7 +97,7 @@ class ModelArguments:
         default=None,
         metadata={
             "help": "Model checkpoint (Hub id or local folder) for weight initialization. Leave unset to train "
-            "the embedded tiny Llama (hdet_hf/model_configs/tiny_llama.json) from scratch, offline."
+            "the embedded tiny Llama (hdet_hf/examples/model_configs/tiny_llama.json) from scratch, offline."
         },
     )
     config_name: str | None = field(
@@ -437,7 +437,7 @@ def load_raw_datasets(data_args: DataTrainingArguments, model_args: ModelArgumen
 
 
 def load_lm_datasets(data_args, model_args, training_args, tokenizer, block_size, embedded_tokenizer):
-    """Tokenized `train`/`validation` splits cut into `block_size` blocks (`hdet_hf.data.group_texts_for_clm`)."""
+    """Tokenized `train`/`validation` splits cut into `block_size` blocks (`hdet_hf.examples.data.group_texts_for_clm`)."""
     if data_args.overwrite_cache:
         # group_texts_for_clm has no load_from_cache_file switch; this makes every map of this run recompute.
         datasets.disable_caching()
@@ -661,7 +661,7 @@ def main(argv: list[str] | None = None) -> dict[str, float] | None:
     else:
         # Local data: name it, and give empty tags so the card does not list a bogus Hub dataset.
         card["dataset"] = (
-            "Python standard library docstrings (hdet_hf.data)"
+            "Python standard library docstrings (hdet_hf.examples.data)"
             if data_args.uses_embedded_corpus
             else ", ".join(
                 os.path.basename(p) for p in (data_args.train_file, data_args.validation_file) if p

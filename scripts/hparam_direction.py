@@ -1,6 +1,6 @@
 """Does the HDET controller move dropout and weight decay the right way? A controlled experiment.
 
-Two regimes on the offline stdlib-docstring task (`hdet_hf.data`), a tiny GPT-2 built from config (GPT-2,
+Two regimes on the offline stdlib-docstring task (`hdet_hf.examples.data`), a tiny GPT-2 built from config (GPT-2,
 not Llama: Llama has attention dropout only, GPT-2 drops embeddings, residuals and attention):
 
 - ``overfit``: 128 blocks of 64 tokens (8k tokens) from one contiguous slice of the corpus (a few modules'
@@ -286,7 +286,7 @@ def worker(args: argparse.Namespace) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from hdet_hf import HDETTrainer, HDETTrainingArguments
-    from hdet_hf.data import load_default_task
+    from hdet_hf.examples.data import load_default_task
     from hdet_hf.hyperparameters import Hyperparameter
     from hdet_hf.process import finish_distributed
 
@@ -773,7 +773,7 @@ def machine_info() -> str:
 
 
 def launch(argv: list[str], args: argparse.Namespace) -> int:
-    from hdet_hf.process import relaunch_as_workers
+    from hdet_hf.testing.processes import relaunch_as_workers
 
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

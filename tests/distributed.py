@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from hdet_hf.process import offline_cpu_env, torchrun_command
+from hdet_hf.testing.processes import offline_cpu_env, torchrun_command
 
 WORKERS = Path(__file__).parent / "workers"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hdet_hf.process import offline_cpu_env
+from hdet_hf.testing.processes import offline_cpu_env
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "benchmark_lora.py"
 

@@ -1,4 +1,5 @@
-"""Tests for the offline default task (hdet_hf.data) and the shipped evaluate metrics (hdet_hf.metrics).
+"""Tests for the offline default task (hdet_hf.examples.data) and the shipped evaluate metrics
+(hdet_hf.examples.metrics).
 
 Everything builds into pytest tmp dirs; nothing is downloaded. Numbers asserted below were measured on
 CPython 3.11 (3,577 docs, 1.40M chars, ~0.28 tokens/char) and are checked with a wide margin so other
@@ -20,8 +21,8 @@ import datasets
 import pytest
 import torch
 
-from hdet_hf import data as hdata
-from hdet_hf.data import (
+from hdet_hf.examples import data as hdata
+from hdet_hf.examples.data import (
     DEFAULT_MODEL_CONFIG_PATH,
     build_default_model,
     build_stdlib_docstring_corpus,
@@ -265,7 +266,7 @@ def test_default_model_rejects_unknown_overrides(tokenizer) -> None:
 _METRIC_SCRIPT = textwrap.dedent(
     """
     import json
-    from hdet_hf.metrics import load_metric
+    from hdet_hf.examples.metrics import load_metric
 
     ppl = load_metric("lm_perplexity")
     out = {"weighted": ppl.compute(losses=[1.0, 3.0], num_tokens=[1, 3]),
@@ -304,7 +305,7 @@ def test_metrics_load_offline_and_compute_the_right_numbers(tmp_path: Path) -> N
 
 
 def test_load_metric_rejects_unknown_names() -> None:
-    from hdet_hf.metrics import AVAILABLE_METRICS, load_metric
+    from hdet_hf.examples.metrics import AVAILABLE_METRICS, load_metric
 
     with pytest.raises(ValueError, match="lm_perplexity.*token_accuracy"):
         load_metric("nope")

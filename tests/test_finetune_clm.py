@@ -15,7 +15,7 @@ import datasets
 import pytest
 from distributed import torchrun
 
-from hdet_hf.process import offline_cpu_env
+from hdet_hf.testing.processes import offline_cpu_env
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "finetune_clm.py"
 TINY = [
@@ -147,7 +147,11 @@ VALID_TEXT = "\n".join(f"Validation line {i}: return a copy of the list, sorted 
 @pytest.mark.slow
 def test_local_model_and_text_files_clip_block_size_and_resume(tmp_path, cache_dir):
     """The real-user path: --model_name_or_path (AutoModel/AutoTokenizer.from_pretrained) on local files."""
-    from hdet_hf.data import build_default_model, build_stdlib_docstring_corpus, train_default_tokenizer
+    from hdet_hf.examples.data import (
+        build_default_model,
+        build_stdlib_docstring_corpus,
+        train_default_tokenizer,
+    )
 
     tokenizer = train_default_tokenizer(build_stdlib_docstring_corpus(cache_dir), cache_dir=cache_dir)
     model = build_default_model(

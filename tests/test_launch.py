@@ -14,7 +14,7 @@ from accelerate.state import AcceleratorState
 from transformers import HfArgumentParser
 
 from hdet_hf import HDETTrainer, HDETTrainingArguments, launch
-from hdet_hf.process import offline_cpu_env, torchrun_command
+from hdet_hf.testing.processes import offline_cpu_env, torchrun_command
 
 STOCK = Path(__file__).parent / "stock_scripts"
 ORIGINALS = {

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from error_cases import train
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -24,6 +23,7 @@ from hdet_hf.collectives import fused_average_
 from hdet_hf.engine import HDETDivergenceError, HDETEngine
 from hdet_hf.hyperparameters import Hyperparameter
 from hdet_hf.schedule_metadata import HDETSchedule, ReplayLR
+from hdet_hf.testing.error_cases import train
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -31,12 +31,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from error_cases import CASES, prepare_workdir, run_case, train
 from safetensors.torch import load_file
 from workers.fault_worker import flat_params, hash_tree, tiny_llama
 
 from hdet_hf import HDETConfig
 from hdet_hf.spread import spread_multipliers
+from hdet_hf.testing.error_cases import CASES, prepare_workdir, run_case, train
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).parent / "workers" / "fault_worker.py"

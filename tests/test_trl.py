@@ -15,7 +15,7 @@ from accelerate.state import AcceleratorState
 from datasets import Dataset
 
 from hdet_hf import HDETTrainer, HDETTrainerMixin, HDETTrainingArguments, launch
-from hdet_hf.process import offline_cpu_env, torchrun_command
+from hdet_hf.testing.processes import offline_cpu_env, torchrun_command
 from hdet_hf.training_args import with_hdet_arguments
 
 trl = pytest.importorskip("trl", reason="the TRL tests need `pip install 'hdet_hf[trl]'`")

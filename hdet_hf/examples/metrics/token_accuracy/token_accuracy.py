@@ -6,7 +6,7 @@ predict the label at `i + 1`, so pass `predictions = logits.argmax(-1)[:, :-1].f
 masked prompt) are ignored.
 
 Example:
-    >>> from hdet_hf.metrics import load_metric
+    >>> from hdet_hf.examples.metrics import load_metric
     >>> acc = load_metric("token_accuracy")
     >>> acc.compute(predictions=[5, 6, 7, 8], references=[5, 0, 7, -100])
     {'accuracy': 0.6666666666666666, 'num_tokens': 3}

@@ -6,7 +6,7 @@ in nats) and, optionally, how many tokens it averaged over (`num_tokens`). The r
 token-weighted mean loss and `exp` of it. Without `num_tokens` every batch weighs the same.
 
 Example:
-    >>> from hdet_hf.metrics import load_metric
+    >>> from hdet_hf.examples.metrics import load_metric
     >>> ppl = load_metric("lm_perplexity")
     >>> result = ppl.compute(losses=[1.0, 3.0], num_tokens=[1, 3])
     >>> round(result["loss"], 6), round(result["perplexity"], 4)

@@ -4,7 +4,7 @@
 machines; these modules ship inside the package and load from their absolute path.
 
 Example:
-    >>> from hdet_hf.metrics import load_metric
+    >>> from hdet_hf.examples.metrics import load_metric
     >>> load_metric("lm_perplexity").compute(losses=[1.0, 3.0], num_tokens=[1, 3])["loss"]
     2.5
 """
