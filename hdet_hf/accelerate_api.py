@@ -14,7 +14,7 @@ from accelerate import Accelerator
 from torch import nn
 
 from .config import HDETConfig
-from .engine import HDETEngine, SyncReport
+from .engine import ConvergeReport, HDETEngine
 from .process import check_launch_seen
 from .schedulers import HDETLRScheduler
 
@@ -121,7 +121,7 @@ class HDETAccelerate:
             self.engine.broadcast_from_rank0()
         return (model, optimizer, *rest, self.lr_scheduler)
 
-    def step(self, loss: torch.Tensor | float, num_items: torch.Tensor | int | None = None) -> SyncReport | None:
+    def step(self, loss: torch.Tensor | float, num_items: torch.Tensor | int | None = None) -> ConvergeReport | None:
         """Call after ``optimizer.step()`` on every micro-batch; counts only real optimizer steps.
 
         ``loss`` is this micro-batch's mean loss (as the model returns it). Pass ``num_items`` (e.g. its
@@ -142,7 +142,7 @@ class HDETAccelerate:
         self.lr_scheduler.step()
         return report
 
-    def converge(self) -> SyncReport | None:
+    def converge(self) -> ConvergeReport | None:
         """Average the replicas now (e.g. before evaluating or saving); no controller update."""
         if not self.enabled:
             return None

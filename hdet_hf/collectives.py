@@ -22,7 +22,14 @@ from collections.abc import Iterator, Sequence
 import torch
 import torch.distributed as dist
 
-__all__ = ["fused_average_", "broadcast_tensors_", "iter_buckets"]
+__all__ = ["fused_average_", "broadcast_tensors_", "iter_buckets", "NoContributorError"]
+
+
+class NoContributorError(RuntimeError):
+    """Every rank abstained from `fused_average_` (``contribute=False`` everywhere): there is nothing to average.
+
+    Every rank sees the same (zero) count, so every rank raises it at the same call.
+    """
 
 
 def _buffer_dtype(tensors: Sequence[torch.Tensor]) -> torch.dtype:
@@ -109,7 +116,7 @@ def fused_average_(
             stats = flat[numel:].view(world_size, k + 1).double().clone()
             contributors = int(round(float(stats[:, k].sum())))
             if contributors == 0:
-                raise RuntimeError("No rank contributed to the average: every replica was flagged unhealthy")
+                raise NoContributorError("No rank contributed to the average: every replica was flagged unhealthy")
         values = flat[:numel]
         values.div_(contributors)
         offset = 0

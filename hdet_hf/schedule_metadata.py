@@ -70,7 +70,15 @@ _REQUIRED_KEYS = (
     "lr_per_step",
     "trajectory",
 )
-_KNOWN_KEYS = {"format", "version", "config", "summary", "values_per_step", *_REQUIRED_KEYS}
+_KNOWN_KEYS = {
+    "format",
+    "version",
+    "config",
+    "summary",
+    "values_per_step",
+    "divergence_events",
+    *_REQUIRED_KEYS,
+}
 # A replayed LR above this is not a training LR but a damaged or hostile file (files come from the Hub);
 # HDET's own LRs stay within --hdet_controller_max_factor of the user's schedule.
 MAX_REPLAY_LR = 1e3
@@ -110,6 +118,8 @@ class HDETSchedule:
         summary: ``{name: {"start", "final", "min", "max"}}`` over the base values, as recorded by
             the engine. When empty, :meth:`to_dict` and the model card use :meth:`compute_summary`.
         values_per_step: optional per-step base values of hyperparameters other than the LR.
+        divergence_events: one dict per replica left out of an average (``step``, ``rank``, ``loss``,
+            ``multipliers``); written even when empty.
         extra: top-level keys this version does not know, kept so a round trip loses nothing.
 
     Example:
@@ -132,6 +142,7 @@ class HDETSchedule:
     trajectory: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, dict[str, float]] = field(default_factory=dict)
     values_per_step: dict[str, list[float]] = field(default_factory=dict)
+    divergence_events: list[dict[str, Any]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
     # -- plain data -------------------------------------------------------------------------------
@@ -202,6 +213,7 @@ class HDETSchedule:
         }
         if self.values_per_step:
             data["values_per_step"] = self.values_per_step
+        data["divergence_events"] = self.divergence_events
         data.update({k: v for k, v in self.extra.items() if k not in data})
         return copy.deepcopy(data)
 
@@ -262,6 +274,7 @@ class HDETSchedule:
             trajectory=list(data["trajectory"]),
             summary=dict(data.get("summary") or {}),
             values_per_step=dict(data.get("values_per_step") or {}),
+            divergence_events=list(data.get("divergence_events") or []),
             extra={k: v for k, v in data.items() if k not in _KNOWN_KEYS},
         )
         return schedule
@@ -587,6 +600,9 @@ def _check_schedule_types(data: Mapping[str, Any]) -> None:
     for key in ("config", "summary", "values_per_step"):
         if data.get(key) is not None and not isinstance(data[key], dict):
             fail(key, "an object", data[key])
+    events = data.get("divergence_events")
+    if events is not None and not (isinstance(events, list) and all(isinstance(e, dict) for e in events)):
+        fail("divergence_events", "a list of objects (one per replica left out of an average)", events)
     for name, series in (data.get("values_per_step") or {}).items():
         if not (isinstance(series, list) and all(v is None or _is_number(v) for v in series)):
             fail(f"values_per_step.{name}", "a list of numbers", series)

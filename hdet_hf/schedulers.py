@@ -18,7 +18,8 @@ from torch import nn
 from torch.optim.lr_scheduler import LRScheduler, OneCycleLR
 
 from .config import HDETConfig
-from .engine import HDETEngine, SyncReport, _set_group_lr
+from .engine import ConvergeReport, HDETEngine
+from .learning_rates import set_group_lr
 
 __all__ = ["HDETLRScheduler", "OneCycleAutoLR"]
 
@@ -56,7 +57,7 @@ class HDETLRScheduler(LRScheduler):
         # Put the unscaled values back first so schedules that read group["lr"] (chainable ones) do not
         # compound our factors.
         for group, lr in zip(self.optimizer.param_groups, self._schedule_lrs):
-            _set_group_lr(group, lr)
+            set_group_lr(group, lr)
         self.inner.step()
         self.last_epoch = self.inner.last_epoch
         self._schedule_lrs = [float(x) for x in self.inner.get_last_lr()]
@@ -234,7 +235,7 @@ class OneCycleAutoLR(OneCycleLR):
         if engine is not None and getattr(self, "_hdet_started", False):
             if loss is not None:
                 engine.add_loss(loss)
-            self.last_sync: SyncReport | None = engine.end_step()
+            self.last_sync: ConvergeReport | None = engine.end_step()
         self._hdet_started = True
         super().step()
 

@@ -45,7 +45,6 @@ from .schedule_metadata import (
     MODEL_CARD_TAG,
     PLOT_FILENAME,
     SCHEDULE_FILENAME,
-    HDETSchedule,
     add_to_model_card,
 )
 from .schedulers import HDETLRScheduler
@@ -404,7 +403,7 @@ class HDETTrainerMixin:
         if engine is None:
             return
         os.makedirs(folder, exist_ok=True)
-        HDETSchedule.from_dict(engine.schedule_dict()).save_pretrained(folder)
+        engine.schedule().save_pretrained(folder)
 
     def create_model_card(self, *args: Any, **kwargs: Any) -> None:
         """The Trainer's model card, plus the ``hdet`` tag and a section with the adapted schedule and plot."""
@@ -419,9 +418,7 @@ class HDETTrainerMixin:
         if self.hdet_engine is None or not self.is_world_process_zero() or not os.path.isfile(readme):
             return
         plot = PLOT_FILENAME if os.path.isfile(os.path.join(folder, PLOT_FILENAME)) else None
-        add_to_model_card(
-            readme, HDETSchedule.from_dict(self.hdet_engine.schedule_dict()), plot_filename=plot
-        )
+        add_to_model_card(readme, self.hdet_engine.schedule(), plot_filename=plot)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         super().save_model(output_dir, _internal_call)

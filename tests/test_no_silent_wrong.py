@@ -192,9 +192,9 @@ def test_a_version_1_state_file_still_loads_through_the_migration():
     assert state["version"] == 1 and "loss_weight" not in state and "config" not in state
     engine = _engine()
     engine.load_state_dict(state)
-    assert engine.step == 1 and engine.steps_since_sync == 1
+    assert engine.step == 1 and engine.steps_in_interval == 1
     # Version 1 summed one unweighted mean per step: the window's mean (2.5) is kept.
-    assert float(engine._loss_sum) / float(engine._loss_weight) == 2.5
+    assert engine.window.mean_loss() == 2.5
     report = engine.end_step()  # step 2 closes the interval with the migrated window
     assert report is not None and report.losses == [2.5]
 

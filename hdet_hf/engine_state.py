@@ -1,0 +1,263 @@
+"""The engine's checkpoint state: its version, migration, validation, and the checks a resume must pass.
+
+`HDETEngine.state_dict()` is plain data with a ``"version"`` key (loadable with
+``torch.load(weights_only=True)``), saved per rank. Everything here runs before a loaded value is used, so a
+damaged, edited or foreign state is refused with the field's name instead of surfacing steps later, and a
+state of an older version is migrated first (`read_state`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .config import HDETConfig
+
+__all__ = [
+    "STATE_VERSION",
+    "RESUMABLE_CHANGES",
+    "read_state",
+    "validate_state",
+    "migrate_state_v1",
+    "check_tensors_fit",
+    "check_resumed_settings",
+    "check_settings_agree",
+]
+
+# 2: the window loss became an item-weighted mean ("loss_weight" added); version 1 states are migrated.
+STATE_VERSION = 2
+# Settings a resume may change: they decide how the average is computed (memory), not what it is.
+RESUMABLE_CHANGES = ("bucket_size_mb",)
+# Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
+PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average")
+
+
+def read_state(state: Any, source: str) -> dict[str, Any]:
+    """``state`` migrated to `STATE_VERSION` and validated; ValueError (naming ``source``) otherwise."""
+    if not isinstance(state, dict):
+        raise ValueError(
+            f"{source} must be a dict saved by HDETEngine.state_dict(), but got {type(state).__name__}."
+        )
+    version = state.get("version")
+    if version == 1:
+        state = migrate_state_v1(state)
+        version = state["version"]
+    if version != STATE_VERSION:
+        raise ValueError(f"{source}: expected HDET state version {STATE_VERSION}, but got {version!r}")
+    validate_state(state, source)
+    return state
+
+
+def check_tensors_fit(state: dict[str, Any], params: Sequence[torch.Tensor], source: str) -> None:
+    """Saved tensors must match this model's trainable parameters (same count and shapes)."""
+    shapes = [tuple(p.shape) for p in params]
+    for key in PARAMETER_SHAPED_FIELDS:
+        tensors = state.get(key)
+        if tensors is None:
+            continue
+        if (
+            not isinstance(tensors, list)
+            or [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in tensors] != shapes
+        ):
+            raise ValueError(
+                f"{source}: field {key!r} does not match this model's {len(shapes)} trainable parameters "
+                "(count or shapes differ). Resume with the model that wrote the checkpoint."
+            )
+
+
+def check_resumed_settings(
+    state: dict[str, Any], config: HDETConfig, total_steps: int, names: Sequence[str], source: str
+) -> None:
+    """Refuse to mix two configurations in one run (the state, the LRs and hdet_schedule.json would disagree).
+
+    ``names`` are the hyperparameters this run explores, in registration order.
+    """
+    saved = state.get("config")
+    if isinstance(saved, dict):
+        current = config.to_dict()
+        changed = [
+            key
+            for key in current
+            if key in saved and key not in RESUMABLE_CHANGES and saved[key] != current[key]
+        ]
+        if changed:
+            was = " ".join(f"--hdet_{k} {saved[k]}" for k in changed)
+            now = " ".join(f"--hdet_{k} {current[k]}" for k in changed)
+            raise ValueError(
+                f"{source} was saved with {was}, but this run has {now}. HDET cannot change these settings in "
+                "the middle of a run (the multipliers, the controller state and hdet_schedule.json describe one "
+                "configuration). Resume with the saved values, or start a new run from the checkpoint's weights."
+            )
+    saved_steps = state.get("total_steps")
+    if saved_steps is not None and saved_steps != total_steps:
+        raise ValueError(
+            f"{source} was saved by a run of {saved_steps} optimizer steps, but this run has {total_steps}: "
+            "the schedule, the controller warm-up and the end of exploration depend on the run length. Resume "
+            f"with the same length ({saved_steps} steps), or start a new run from the checkpoint's weights."
+        )
+    saved_names, names = list(state["controllers"]), list(names)
+    if sorted(saved_names) != sorted(names):
+        added = [n for n in names if n not in saved_names]
+        dropped = [n for n in saved_names if n not in names]
+        raise ValueError(
+            f"{source} explores {saved_names}, but this run explores {names}"
+            + (f" (new: {added})" if added else "")
+            + (f" (missing: {dropped})" if dropped else "")
+            + ". Register the same hyperparameters (the same --hdet_*_spread flags, --hdet_lr_groups and "
+            "add_hyperparameter calls) as the run that saved it."
+        )
+
+
+def check_settings_agree(config: HDETConfig, total_steps: int, group: dist.ProcessGroup | None) -> None:
+    """Refuse settings that differ between ranks (one small collective, at start).
+
+    A different converge interval on one rank would hang at the first converge; a different spread or seed
+    would train silently with multipliers that do not average to 1.
+    """
+    mine = {**config.to_dict(), "total_steps": total_steps}
+    gathered: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(gathered, mine, group=group)
+    differing = [key for key in mine if any(other.get(key) != mine[key] for other in gathered)]
+    if differing:
+        parts = []
+        for key in differing:
+            by_value: dict[str, list[int]] = {}
+            for rank, other in enumerate(gathered):
+                by_value.setdefault(repr(other.get(key)), []).append(rank)
+            name = "total optimizer steps (--max_steps)" if key == "total_steps" else f"--hdet_{key}"
+            values = ", ".join(f"{value} on ranks {ranks}" for value, ranks in by_value.items())
+            parts.append(f"{name}: {values}")
+        raise ValueError(
+            "HDET settings differ between processes: "
+            + "; ".join(parts)
+            + ". Every process must get the "
+            "same --hdet_* flags and run length; launch them all with the same command line."
+        )
+
+
+def validate_state(state: dict[str, Any], source: str) -> None:
+    """Refuse a damaged or edited state with the field's name, before any value is used.
+
+    A world size of 0 or a negative controller scale would otherwise surface as ZeroDivisionError or a
+    negative learning rate steps later.
+    """
+
+    def fail(key: str, expected: str, value: Any) -> None:
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        raise ValueError(
+            f"{source}: field {key!r} must be {expected}, but got {shown}. The checkpoint is damaged or was "
+            "edited; resume from another checkpoint."
+        )
+
+    def is_int(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    def is_number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    required = (
+        "world_size",
+        "rank",
+        "step",
+        "steps_since_sync",
+        "loss_sum",
+        "loss_weight",
+        "generator_state",
+        "permutations",
+        "controllers",
+        "lr_per_step",
+        "trajectory",
+    )
+    missing = [key for key in required if key not in state]
+    if missing:
+        raise ValueError(
+            f"{source} is missing field(s) {', '.join(missing)}. The checkpoint is damaged or was not written by "
+            "HDETEngine.state_dict(); resume from another checkpoint."
+        )
+    world = state["world_size"]
+    if not (is_int(world) and world >= 1):
+        fail("world_size", "an integer >= 1", world)
+    if not (is_int(state["rank"]) and 0 <= state["rank"] < world):
+        fail("rank", f"an integer in [0, {world})", state["rank"])
+    step = state["step"]
+    if not (is_int(step) and step >= 0):
+        fail("step", "an integer >= 0", step)
+    for key in ("steps_since_sync", "loss_steps"):
+        if key in state and not (is_int(state[key]) and 0 <= state[key] <= step):
+            fail(key, f"an integer in [0, step={step}]", state[key])
+    if not is_number(state["loss_sum"]):
+        fail("loss_sum", "a number", state["loss_sum"])
+    if not (
+        is_number(state["loss_weight"]) and math.isfinite(state["loss_weight"]) and state["loss_weight"] >= 0
+    ):
+        fail("loss_weight", "a finite number >= 0", state["loss_weight"])
+    generator = state["generator_state"]
+    if not (isinstance(generator, torch.Tensor) and generator.dtype == torch.uint8):
+        fail("generator_state", "a uint8 tensor (torch.Generator.get_state())", generator)
+    permutations = state["permutations"]
+    if not isinstance(permutations, dict):
+        fail("permutations", "a dict", permutations)
+    for name, perm in permutations.items():
+        if not (isinstance(perm, (list, tuple)) and sorted(perm) == list(range(world))):
+            fail(f"permutations[{name!r}]", f"a permutation of 0..{world - 1}", perm)
+    controllers = state["controllers"]
+    if not isinstance(controllers, dict) or set(controllers) != set(permutations):
+        fail(
+            "controllers", f"a dict with the same names as permutations ({sorted(permutations)})", controllers
+        )
+    for name, controller in controllers.items():
+        if not (isinstance(controller, dict) and set(controller) == {"scale", "velocity"}):
+            fail(f"controllers[{name!r}]", "a dict with scale and velocity", controller)
+        scale, velocity = controller["scale"], controller["velocity"]
+        if not (is_number(scale) and math.isfinite(scale) and scale > 0):
+            fail(f"controllers[{name!r}].scale", "a finite number > 0 (a factor on the schedule)", scale)
+        if not (is_number(velocity) and math.isfinite(velocity)):
+            fail(f"controllers[{name!r}].velocity", "a finite number", velocity)
+    rows = state["lr_per_step"]
+    if not isinstance(rows, list):
+        fail("lr_per_step", "a list of rows", rows)
+    for i, row in enumerate(rows):
+        if not (
+            isinstance(row, (list, tuple)) and all(is_number(v) and math.isfinite(v) and v >= 0 for v in row)
+        ):
+            fail(f"lr_per_step[{i}]", "a list of finite learning rates >= 0", row)
+    schedule_lrs = state.get("schedule_lrs")
+    if schedule_lrs is not None and not (
+        isinstance(schedule_lrs, list)
+        and all(is_number(v) and math.isfinite(v) and v >= 0 for v in schedule_lrs)
+    ):
+        fail("schedule_lrs", "None or a list of finite learning rates >= 0", schedule_lrs)
+    for key in ("last_mean_loss", "first_mean_loss"):
+        value = state.get(key)
+        if value is not None and not (is_number(value) and math.isfinite(value)):
+            fail(key, "None or a finite number", value)
+    if not (isinstance(state["trajectory"], list) and all(isinstance(t, dict) for t in state["trajectory"])):
+        fail("trajectory", "a list of dicts", state["trajectory"])
+    values = state.get("values_per_step", {})
+    if not (isinstance(values, dict) and all(isinstance(v, list) for v in values.values())):
+        fail("values_per_step", "a dict of lists", values)
+    if not isinstance(state.get("divergence_events", []), list):
+        fail("divergence_events", "a list", state["divergence_events"])
+    count = state.get("window_average_count", 0)
+    if not (is_int(count) and count >= 0):
+        fail("window_average_count", "an integer >= 0", count)
+    saved_steps = state.get("total_steps")
+    if saved_steps is not None and not (is_int(saved_steps) and saved_steps >= 1):
+        fail("total_steps", "an integer >= 1", saved_steps)
+    if state.get("config") is not None and not isinstance(state["config"], dict):
+        fail("config", "a dict of HDET settings", state["config"])
+
+
+
+def migrate_state_v1(state: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 summed one unweighted mean loss per step: the same mean with weight 1 per step."""
+    migrated = dict(state)
+    steps = int(state.get("loss_steps", state.get("steps_since_sync", 0)))
+    migrated["loss_steps"] = steps
+    migrated["loss_weight"] = float(steps)
+    migrated["version"] = 2
+    return migrated

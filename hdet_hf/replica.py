@@ -1,0 +1,99 @@
+"""The tensors of one replica that a converge averages, and the checks and resets that go with them.
+
+Averaged: the trainable parameters, persistent floating-point buffers (e.g. BatchNorm running statistics)
+and, with ``average_optimizer_state``, the optimizer's floating-point per-parameter tensors (Adam moments).
+Non-persistent buffers (derived constants such as rotary frequencies) and integer buffers (counters that
+advance identically on every rank) are left alone.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from .collectives import broadcast_tensors_, fused_average_
+
+__all__ = ["ReplicaTensors"]
+
+
+class ReplicaTensors:
+    """Args: the (unwrapped) model, or None to take the optimizer's parameters; the optimizer; whether its
+    state is averaged too."""
+
+    def __init__(
+        self, model: nn.Module | None, optimizer: torch.optim.Optimizer, average_optimizer_state: bool
+    ) -> None:
+        self.optimizer = optimizer
+        self.average_optimizer_state = average_optimizer_state
+        if model is not None:
+            params = [p for p in model.parameters() if p.requires_grad]
+            persistent = set(model.state_dict(keep_vars=True).keys())
+            buffers = [
+                b for name, b in model.named_buffers() if name in persistent and torch.is_floating_point(b)
+            ]
+        else:
+            seen: set[int] = set()
+            params = []
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if p.requires_grad and id(p) not in seen:
+                        seen.add(id(p))
+                        params.append(p)
+            buffers = []
+        if not params:
+            raise ValueError("HDET found no trainable parameters to average (all have requires_grad=False)")
+        self.params: list[torch.Tensor] = params
+        self.buffers: list[torch.Tensor] = buffers
+
+    def param_data(self) -> list[torch.Tensor]:
+        return [p.data for p in self.params]
+
+    def optimizer_tensors(self) -> list[torch.Tensor]:
+        """The optimizer's floating-point per-parameter tensors (moments), in parameter order."""
+        state = getattr(self.optimizer, "state", {})
+        return [
+            value
+            for p in self.params
+            for value in state.get(p, {}).values()
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and torch.is_floating_point(value)
+        ]
+
+    def to_average(self) -> list[torch.Tensor]:
+        tensors = self.param_data() + [b.data for b in self.buffers]
+        if self.average_optimizer_state:
+            tensors += self.optimizer_tensors()
+        return tensors
+
+    def all_finite(self) -> bool:
+        """Whether the parameters (and, when averaged, the optimizer state) are finite. One host sync.
+
+        With averaged optimizer state a non-finite moment would enter every rank's average: it is checked too.
+        """
+        tensors = self.param_data() + (self.optimizer_tensors() if self.average_optimizer_state else [])
+        return bool(torch.stack([torch.isfinite(t).all() for t in tensors]).all())
+
+    @torch.no_grad()
+    def reset_optimizer_moments(self) -> None:
+        """Zero this replica's optimizer moments (they came from a diverged trajectory); zeroed moments make
+        the next updates small and let them rebuild. With averaged optimizer state the average was already
+        copied in, so nothing is reset."""
+        if not self.average_optimizer_state:
+            for value in self.optimizer_tensors():
+                value.zero_()
+
+    @torch.no_grad()
+    def broadcast_from_rank0(self, bucket_cap_bytes: int, group: dist.ProcessGroup | None) -> None:
+        """Copy rank 0's parameters and buffers to every rank (what DDP does at wrap time)."""
+        tensors = self.param_data() + [b.data for b in self.buffers]
+        broadcast_tensors_(tensors, src=0, bucket_cap_bytes=bucket_cap_bytes, group=group)
+
+    @torch.no_grad()
+    def average_gradients(
+        self, rank: int, world_size: int, bucket_cap_bytes: int, group: dist.ProcessGroup | None
+    ) -> None:
+        """DDP's gradient sync, in one flat all-reduce."""
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if grads:
+            stats = torch.zeros(1, dtype=torch.float64)
+            fused_average_(grads, stats, rank, world_size, bucket_cap_bytes=bucket_cap_bytes, group=group)
