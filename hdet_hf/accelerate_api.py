@@ -143,18 +143,18 @@ class HDETAccelerate:
         return report
 
     def converge(self) -> ConvergeReport | None:
-        """Average the replicas now (e.g. before evaluating or saving); no controller update."""
+        """Average the replicas now (e.g. before evaluating or saving); no controller update. None when they are
+        identical already (nothing happened since the last converge)."""
         if not self.enabled:
             return None
         if self.engine is None:
             raise RuntimeError(
                 "HDETAccelerate.converge() was called before prepare(): call hdet.prepare(...) first"
             )
-        if self.engine.steps_since_converge == 0:
-            return None
-        report = self.engine.converge(regular=False)
-        assert self.lr_scheduler is not None
-        self.lr_scheduler.reapply()
+        report = self.engine.force_converge()
+        if report is not None:
+            assert self.lr_scheduler is not None
+            self.lr_scheduler.reapply()
         return report
 
     def state_dict(self) -> dict[str, Any]:

@@ -10,7 +10,7 @@ The paper's update, for values ``x_r = base * m_r`` run by the ranks:
     base = base * (1 - gamma) + lambda * v
 We apply it as a *correction factor* on top of the configured schedule (the schedule supplies the decay
 that the paper's gamma approximates; its published gamma is negative for OneCycle's defaults and made the
-LR grow ~1.3x per sync). Two update rules:
+LR grow ~1.3x per converge). Two update rules:
 - ``additive`` (paper): ``base += lambda * v`` in value units, then clamped to the allowed range;
 - ``multiplicative`` (default): delta measured on ``log m_r``, ``log(scale) += lambda * v``. Scale-free and
   always positive.
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -51,6 +52,18 @@ class ControllerSettings:
     momentum: float = 0.9
     update: str = "multiplicative"
     max_factor: float = 10.0
+
+    @classmethod
+    def from_config(cls, config: Any) -> ControllerSettings:
+        """The ``controller_*`` fields of an `HDETConfig`."""
+        return cls(
+            temperature=config.controller_temperature,
+            temperature_mode=config.controller_temperature_mode,
+            lr=config.controller_lr,
+            momentum=config.controller_momentum,
+            update=config.controller_update,
+            max_factor=config.controller_max_factor,
+        )
 
 
 @dataclass(frozen=True)
@@ -133,10 +146,10 @@ def controller_step(
 
 
 def reference_gamma(div_factor: float, final_div_factor: float, num_syncs: float) -> float:
-    """The reference implementation's per-sync decay ``1 - exp(-log(div/final_div)/K)``.
+    """The reference implementation's per-converge decay ``1 - exp(-log(div/final_div)/K)``.
 
     Kept to document (and test) its sign error: for OneCycle's defaults (25, 1e4) it is negative, so
-    ``base * (1 - gamma)`` grows. The decay that reaches the floor in K syncs is ``1 - (1/final_div)**(1/K)``.
+    ``base * (1 - gamma)`` grows. The decay that reaches the floor in K converges is ``1 - (1/final_div)**(1/K)``.
     """
     return 1.0 - math.exp(-math.log(div_factor / final_div_factor) / num_syncs)
 

@@ -1,17 +1,10 @@
 """`HDETEngine`: the one protocol object behind the Trainer, the Accelerate API and the drop-in scheduler.
 
 It decides *when* to converge (every ``sync_interval`` optimizer steps, plus forced converges before
-evaluation, saving and at the end) and runs a converge as four named steps; what each step works with lives
-in its own module:
-
-- `registry`: the explored hyperparameters, their permutations, controller states and values;
-- `learning_rates`: schedule LRs in, this rank's LRs out, base LRs recorded;
-- `score_window`: what a replica accumulates to be scored (window loss, mean weights);
-- `replica`: the tensors a converge averages, their health check, the reset of a diverged replica;
-- `converge_stats`: the named per-rank statistics a converge gathers;
-- `run_record`: the `ConvergeReport` and the run's `HDETSchedule`;
-- `engine_state`: the checkpoint state's version, migration and checks;
-- the math in `spread`/`controller`/`outer`, every collective in `collectives`.
+evaluation, saving and at the end) and runs a converge as four named steps: score (this replica, no
+communication), exchange (the one collective), decide (divergence, controller, outer step, permutations) and
+record. What each step works with lives in its own module (README, "Design: the layers"): `registry`,
+`learning_rates`, `score_window`, `replica`, `converge_stats`, `run_record`, `engine_state`.
 
 The shells call, per optimizer step:
 
@@ -37,21 +30,15 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from . import engine_state
 from .collectives import NoContributorError, fused_average_
 from .config import HDETConfig
-from .controller import ControllerSettings, controller_step, loss_diverged
+from .controller import ControllerSettings, loss_diverged
 from .converge_stats import GatheredStats, StatsLayout
-from .engine_state import (
-    STATE_VERSION,
-    check_resumed_settings,
-    check_settings_agree,
-    check_tensors_fit,
-    read_state,
-)
-from .hyperparameters import Hyperparameter
+from .engine_state import STATE_VERSION, check_settings_agree
 from .learning_rates import LearningRates
 from .outer import OuterStep
-from .registry import LR, HyperparameterRegistry
+from .registry import ExploredValues, HyperparameterRegistry
 from .replica import ReplicaTensors
 from .run_record import ConvergeReport, RunRecorder, SyncReport
 from .schedule_metadata import HDETSchedule
@@ -73,7 +60,7 @@ class HDETDivergenceError(RuntimeError):
     """Every replica diverged at one converge: there is no healthy average to continue from."""
 
 
-class HDETEngine:
+class HDETEngine(ExploredValues):
     """HDET state and protocol for one process.
 
     Args:
@@ -130,14 +117,7 @@ class HDETEngine:
         )
         # Scores this replica on the shared probe batch (``controller_signal="probe"``); set by the shell.
         self.probe_fn: Callable[[], float] | None = None
-        self.settings = ControllerSettings(
-            temperature=config.controller_temperature,
-            temperature_mode=config.controller_temperature_mode,
-            lr=config.controller_lr,
-            momentum=config.controller_momentum,
-            update=config.controller_update,
-            max_factor=config.controller_max_factor,
-        )
+        self.settings = ControllerSettings.from_config(config)
         self.bucket_cap_bytes = int(config.bucket_size_mb * 2**20)
         self.replica = ReplicaTensors(model, optimizer, config.average_optimizer_state)
         self.registry = HyperparameterRegistry(
@@ -154,60 +134,17 @@ class HDETEngine:
         self.steps_since_converge = 0
         self.last_report: ConvergeReport | None = None
         # Ensemble mean loss at the previous converge (the divergence test's reference) and at the first.
-        self._last_mean_loss: float | None = None
-        self._first_mean_loss: float | None = None
+        self.last_mean_loss: float | None = None
+        self.first_mean_loss: float | None = None
         if self.world_size > 1:
             check_settings_agree(config, total_steps, group)
 
-    # ------------------------------------------------------------------ hyperparameters and learning rates
-    # Views into the parts (read by the shells, scripts and tests).
-    hparams = _view("registry", "hparams")
-    permutations = _view("registry", "permutations")
-    controllers = _view("registry", "controllers")
+    # ------------------------------------------------------------------------- records and learning rates
+    # Views into the run record (read by the shells, scripts and tests).
     lr_per_step = _view("recorder", "record", "lr_per_step")
     trajectory = _view("recorder", "record", "trajectory")
     values_per_step = _view("recorder", "record", "values_per_step")
     divergence_events = _view("recorder", "record", "divergence_events")
-
-    def _check_not_started(self, what: str) -> None:
-        if self.step != 0:
-            raise RuntimeError(f"{what} must happen before the first optimizer step")
-
-    def add_hyperparameter(self, hparam: Hyperparameter) -> None:
-        """Explore one more scalar (weight decay, dropout, a custom getter/setter...), with its own permutation.
-
-        Every rank must register the same hyperparameters in the same order, before the first step.
-        """
-        self._check_not_started("add_hyperparameter")
-        self.registry.add(hparam)
-        self.apply_values()
-
-    def split_lr_by_group(self, group_names: list[str]) -> None:
-        """Give each optimizer param group its own base LR trajectory and permutation (``lr/<name>``)."""
-        self._check_not_started("split_lr_by_group")
-        self.registry.split_lr_by_group(group_names)
-
-    def multiplier(self, name: str = LR, rank: int | None = None, step: int | None = None) -> float:
-        """``rank``'s multiplier (this rank's by default) at optimizer ``step`` (by default the next one)."""
-        return self.multipliers(name, step)[self.rank if rank is None else rank]
-
-    def multipliers(self, name: str = LR, step: int | None = None) -> list[float]:
-        return self.registry.multipliers(name, self.step + 1 if step is None else step)
-
-    def value(self, name: str) -> float:
-        """This rank's next-step value of a non-LR hyperparameter: base x controller scale x multiplier."""
-        return self.registry.value(name, self.rank, self.step + 1)
-
-    def base_value(self, name: str) -> float:
-        return self.registry.base_value(name)
-
-    def apply_values(self) -> None:
-        """Push this rank's values of the non-LR hyperparameters into the model/optimizer/loss."""
-        self.registry.apply_values(self.rank, self.step + 1)
-
-    def apply_base_values(self) -> None:
-        """Push the base values (the ensemble mean's): for evaluation and the final model."""
-        self.registry.apply_base_values()
 
     def lr_values(self, schedule_lrs: list[float]) -> list[float]:
         """This rank's LR per param group for the next step, and record the base LRs (for metadata/replay)."""
@@ -216,12 +153,6 @@ class HDETEngine:
     def apply_lr(self, schedule_lrs: list[float] | None = None) -> list[float]:
         """Set every param group's LR for the next step; with no argument, re-apply the last schedule values."""
         return self.lrs.apply(schedule_lrs, self.step + 1, self.rank)
-
-    def controller_active(self, name: str | None = None) -> bool:
-        """Whether the controller moves ``name`` now (any hyperparameter if None)."""
-        if self.step < self.warmup_steps or self.step > self.explore_until_step:
-            return False
-        return any(self.hparams[n].auto for n in ([name] if name is not None else self.hparams))
 
     # ------------------------------------------------------------------------------------------- per step
     def add_loss(self, loss: torch.Tensor | float, weight: torch.Tensor | float = 1.0) -> None:
@@ -281,44 +212,41 @@ class HDETEngine:
         forced ones (before evaluation/saving, at the end) only average, so every saved or evaluated
         model is the ensemble mean without changing the exploration schedule."""
         layout = StatsLayout(self.registry.names)
-        own, use_probe = self._score(layout, regular)
-        gathered = self._exchange(layout, own)
-        report = self._decide(gathered, own, regular, use_probe)
+        mine, probed = self._score(layout, regular)
+        gathered = self._exchange(layout, mine)
+        report = self._decide(gathered, healthy=bool(mine[layout.HEALTHY] > 0.5), regular=regular, probed=probed)
         self._record(report)
         return report
 
     def _score(self, layout: StatsLayout, regular: bool) -> tuple[torch.Tensor, bool]:
-        """This replica's row: its window loss, the controller's signal, and whether it is healthy and scored."""
+        """This replica's row (no communication): its window loss, the controller's signal, whether it is
+        healthy (enters the average) and scored (counts for the controller). Also returns whether it probed."""
         signal = self.config.controller_signal
         mean_loss = self.window.mean_loss()
-        use_probe = regular and signal != "train_loss" and self.controller_active()
-        if use_probe and self.probe_fn is None:
+        probed = regular and signal != "train_loss" and self.controller_active()
+        if probed and self.probe_fn is None:
             raise RuntimeError(f"controller_signal={signal!r} needs engine.probe_fn; HDETTrainer sets it")
-        # Scored before averaging: the probe compares the replicas that the interval produced.
-        probe_loss = self._probe() if use_probe else None
+        # Scored before averaging: the probe compares the replicas that the interval produced, at their
+        # current weights or (averaged signals) at their mean weights over the interval.
+        probe_loss = None
+        if probed:
+            assert self.probe_fn is not None
+            averaged = signal in AVERAGED_SIGNALS
+            probe_loss = self.window.score(self.replica.params, self.probe_fn, at_average=averaged)
         self.window.average_count = 0
         self.steps_since_converge = 0
         healthy = self._is_healthy(mean_loss, probe_loss)
         loss = math.nan if mean_loss is None else mean_loss
-        signal_value = probe_loss if probe_loss is not None else loss
-        # Averaging uses `healthy`; the controller also drops a replica reset earlier in this interval, and one
-        # with nothing to compare.
+        value = loss if probe_loss is None else probe_loss
+        # The controller also drops a replica reset earlier in this interval, and one with nothing to compare.
         scored = (
             healthy
             and not self.window.diverged
-            and math.isfinite(signal_value)
+            and math.isfinite(value)
             and (mean_loss is not None or signal in PROBE_ONLY_SIGNALS)
         )
         multipliers = {name: self.multiplier(name, step=self.step) for name in layout.names}
-        row = layout.row(loss=loss, signal=signal_value, healthy=healthy, scored=scored, multipliers=multipliers)
-        return row, use_probe
-
-    def _probe(self) -> float:
-        """This replica's probe loss: at its current weights, or (`averaged_probe`) at its interval mean."""
-        assert self.probe_fn is not None
-        if self.config.controller_signal in AVERAGED_SIGNALS:
-            return self.window.score_at_average(self.replica.params, self.probe_fn)
-        return float(self.probe_fn())
+        return layout.row(loss=loss, signal=value, healthy=healthy, scored=scored, multipliers=multipliers), probed
 
     def _is_healthy(self, window_loss: float | None, probe_loss: float | None) -> bool:
         """Finite loss(es) and parameters, and a window loss that passes the divergence test (None: no score)."""
@@ -326,18 +254,18 @@ class HDETEngine:
             return False
         # Decided locally (no extra collective): compared with ensemble means gathered at earlier converges.
         if window_loss is not None and loss_diverged(
-            window_loss, self._last_mean_loss, self._first_mean_loss, self.config.divergence_factor
+            window_loss, self.last_mean_loss, self.first_mean_loss, self.config.divergence_factor
         ):
             return False
         return self.replica.all_finite()
 
-    def _exchange(self, layout: StatsLayout, own: torch.Tensor) -> GatheredStats:
+    def _exchange(self, layout: StatsLayout, mine: torch.Tensor) -> GatheredStats:
         """The one collective: average the healthy replicas' tensors and gather every rank's row."""
         try:
             table, _ = fused_average_(
-                self.replica.to_average(), own, self.rank, self.world_size,
-                contribute=bool(own[layout.HEALTHY] > 0.5), bucket_cap_bytes=self.bucket_cap_bytes,
-                group=self.group,
+                self.replica.to_average(), mine, self.rank, self.world_size,
+                contribute=bool(mine[layout.HEALTHY] > 0.5), bucket_cap_bytes=self.bucket_cap_bytes,
+                group=self.group, workspace=self.replica.workspace,
             )
         except NoContributorError as error:
             # Every rank sees the same (zero) count, so every rank stops here, before anything is saved.
@@ -349,15 +277,10 @@ class HDETEngine:
             ) from error
         return layout.read(table)
 
-    def _decide(
-        self, gathered: GatheredStats, own: torch.Tensor, regular: bool, use_probe: bool
-    ) -> ConvergeReport:
-        """Handle diverged replicas, update the divergence reference, and (regular converges) run the
-        controller, the outer step and the next interval's permutations."""
-        healthy = bool(own[StatsLayout.HEALTHY] > 0.5)
-        names = self.registry.names
-        losses = gathered.losses.tolist()
-        excluded = gathered.excluded_ranks()
+    def _decide(self, gathered: GatheredStats, *, healthy: bool, regular: bool, probed: bool) -> ConvergeReport:
+        """Act on what was gathered: reset a diverged replica, move the divergence reference, and (regular
+        converges) take the outer step, run the controller and draw the next interval's permutations."""
+        losses, excluded = gathered.losses.tolist(), gathered.excluded_ranks()
         if excluded:
             self.recorder.record_divergence(self.step, excluded, losses, gathered.multipliers, self.rank)
         if not healthy:
@@ -367,14 +290,15 @@ class HDETEngine:
             self.window.diverged = True
         good = [loss for loss, ok in zip(losses, gathered.scored.tolist()) if ok]
         if good and all(math.isfinite(x) for x in good):
-            self._last_mean_loss = sum(good) / len(good)
-            if self._first_mean_loss is None:
-                self._first_mean_loss = self._last_mean_loss
+            self.last_mean_loss = sum(good) / len(good)
+            if self.first_mean_loss is None:
+                self.first_mean_loss = self.last_mean_loss
+        # The values of the interval just ended: taken before the controller moves them.
         bases = {**self.lrs.bases_at(self.step), **self.registry.base_values()}
         report = ConvergeReport(
             step=self.step, regular=regular, base=bases, multipliers=gathered.multipliers, losses=losses,
-            probe_losses=gathered.signals.tolist() if use_probe else [], excluded_ranks=excluded,
-            scale={n: self.controllers[n].scale for n in names},
+            probe_losses=gathered.signals.tolist() if probed else [], excluded_ranks=excluded,
+            scale={n: self.controllers[n].scale for n in self.registry.names},
         )
         if not regular:
             return report
@@ -384,19 +308,13 @@ class HDETEngine:
             report.controller_active = True
             both = self.config.controller_signal == "train_and_averaged_probe"
             signal = torch.stack([gathered.losses, gathered.signals]) if both else gathered.signals
-            for name in names:
-                if not self.controller_active(name):
-                    continue
-                multipliers = torch.tensor(gathered.multipliers[name], dtype=torch.float64)
-                new_state, info = controller_step(
-                    self.controllers[name], multipliers, signal, self.settings,
-                    base_value=bases[name], healthy=gathered.scored,
-                )
-                self.controllers[name] = new_state
+            active = [name for name in self.registry.names if self.controller_active(name)]
+            for name, info in self.registry.update_controllers(
+                active, gathered.multipliers, signal, gathered.scored, bases, self.settings
+            ).items():
                 report.weights = info["weights"]  # identical for every hyperparameter
-                report.delta[name] = info["delta"]
-                report.velocity[name] = info["velocity"]
-                report.scale[name] = new_state.scale
+                report.delta[name], report.velocity[name] = info["delta"], info["velocity"]
+                report.scale[name] = self.controllers[name].scale
         self.registry.redraw()
         self.apply_values()
         self.window.reset_loss()
@@ -405,6 +323,7 @@ class HDETEngine:
         return report
 
     def _record(self, report: ConvergeReport) -> None:
+        """Regular converges enter the run record's trajectory; every converge is the shells' `last_report`."""
         if report.regular:
             self.recorder.record_converge(report, self.rank)
         self.last_report = report
@@ -417,62 +336,12 @@ class HDETEngine:
     # ----------------------------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
         """Plain, versioned state (loadable with ``torch.load(weights_only=True)``); see `engine_state`."""
-        return {
-            "version": STATE_VERSION,
-            "world_size": self.world_size,
-            "rank": self.rank,
-            "step": self.step,
-            "steps_since_sync": self.steps_in_interval,  # the on-disk name predates "converge"
-            **self.window.state_dict(),
-            **self.registry.state_dict(),
-            **self.recorder.state_dict(),
-            "schedule_lrs": list(self.lrs.schedule_lrs) if self.lrs.schedule_lrs is not None else None,
-            "last_mean_loss": self._last_mean_loss,
-            "first_mean_loss": self._first_mean_loss,
-            **self.outer.state_dict(),
-            # Checked on load: a resume must continue the same configuration (`check_resumed_settings`).
-            "config": self.config.to_dict(),
-            "total_steps": self.total_steps,
-        }
+        return engine_state.state_dict(self)
 
     def load_state_dict(
         self, state: dict[str, Any], elastic: bool = False, *, source: str = "This HDET state"
     ) -> list[str]:
-        """Restore state saved by `state_dict`. Returns notes on what an elastic resume changed.
-
-        ``elastic=True`` accepts a state saved with a different number of processes: the shared state
-        (step, base values, velocity, permutation generator, trajectory) carries over, multipliers are
-        recomputed for this world size with fresh permutations, and the current interval's loss
-        accumulator restarts (its replicas no longer map one to one).
-
-        The state is validated first (``source``, e.g. the file name, is named in every error): a damaged or
-        edited value, or settings that differ from this run's (except `RESUMABLE_CHANGES`), raise ValueError
-        before anything is changed.
-        """
-        state = read_state(state, source)
-        check_tensors_fit(state, self.replica.params, source)
-        resized = state["world_size"] != self.world_size
-        if resized and not elastic:
-            raise ValueError(
-                f"{source} was saved with {state['world_size']} processes but this run has "
-                f"{self.world_size}; resume on the same number of processes, or load it with elastic=True."
-            )
-        check_resumed_settings(state, self.config, self.total_steps, self.registry.names, source)
-        device = self.replica.params[0].device
-        self.step = int(state["step"])
-        self.steps_in_interval = 0 if resized else int(state["steps_since_sync"])
-        self.window.load_state_dict(state, device, restart=resized)
-        self.registry.load_state_dict(state, redraw=resized)
-        self.recorder.load_state_dict(state)
-        if state.get("schedule_lrs") is not None:
-            self.lrs.schedule_lrs = list(state["schedule_lrs"])
-        self._last_mean_loss = state.get("last_mean_loss")
-        self._first_mean_loss = state.get("first_mean_loss")
-        self.outer.load_state_dict(state, device)
-        self.apply_values()
-        if not resized:
-            return []
-        return [
-            f"world size {state['world_size']} -> {self.world_size}: multipliers recomputed "
-            f"({self.multipliers()}), base values and velocity kept, interval loss accumulator restarted"
-        ]
+        """Restore state saved by `state_dict` (validated first; ``source`` names it in errors). Returns notes on
+        what an elastic resume (``elastic=True``: saved with another number of processes) changed; see
+        `engine_state.load_state_dict`."""
+        return engine_state.load_state_dict(self, state, elastic=elastic, source=source)

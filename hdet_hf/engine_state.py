@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 
 from .config import HDETConfig
 
+if TYPE_CHECKING:
+    from .engine import HDETEngine
+
 __all__ = [
     "STATE_VERSION",
+    "state_dict",
+    "load_state_dict",
     "RESUMABLE_CHANGES",
     "read_state",
     "validate_state",
@@ -50,6 +55,68 @@ def read_state(state: Any, source: str) -> dict[str, Any]:
         raise ValueError(f"{source}: expected HDET state version {STATE_VERSION}, but got {version!r}")
     validate_state(state, source)
     return state
+
+
+def state_dict(engine: HDETEngine) -> dict[str, Any]:
+    """The engine's state: its step counters and each part's own state, plus what a resume checks."""
+    return {
+        "version": STATE_VERSION,
+        "world_size": engine.world_size,
+        "rank": engine.rank,
+        "step": engine.step,
+        "steps_since_sync": engine.steps_in_interval,  # the on-disk name predates "converge"
+        **engine.window.state_dict(),
+        **engine.registry.state_dict(),
+        **engine.recorder.state_dict(),
+        "schedule_lrs": list(engine.lrs.schedule_lrs) if engine.lrs.schedule_lrs is not None else None,
+        "last_mean_loss": engine.last_mean_loss,
+        "first_mean_loss": engine.first_mean_loss,
+        **engine.outer.state_dict(),
+        # Checked on load: a resume must continue the same configuration (`check_resumed_settings`).
+        "config": engine.config.to_dict(),
+        "total_steps": engine.total_steps,
+    }
+
+
+def load_state_dict(engine: HDETEngine, state: Any, *, elastic: bool, source: str) -> list[str]:
+    """Restore ``engine`` from a state saved by `state_dict`. Returns notes on what an elastic resume changed.
+
+    ``elastic=True`` accepts a state saved with a different number of processes: the shared state
+    (step, base values, velocity, permutation generator, trajectory) carries over, multipliers are
+    recomputed for this world size with fresh permutations, and the current interval's loss
+    accumulator restarts (its replicas no longer map one to one).
+
+    The state is validated first (``source``, e.g. the file name, is named in every error): a damaged or
+    edited value, or settings that differ from this run's (except `RESUMABLE_CHANGES`), raise ValueError
+    before anything is changed.
+    """
+    state = read_state(state, source)
+    check_tensors_fit(state, engine.replica.params, source)
+    resized = state["world_size"] != engine.world_size
+    if resized and not elastic:
+        raise ValueError(
+            f"{source} was saved with {state['world_size']} processes but this run has "
+            f"{engine.world_size}; resume on the same number of processes, or load it with elastic=True."
+        )
+    check_resumed_settings(state, engine.config, engine.total_steps, engine.registry.names, source)
+    device = engine.replica.params[0].device
+    engine.step = int(state["step"])
+    engine.steps_in_interval = 0 if resized else int(state["steps_since_sync"])
+    engine.window.load_state_dict(state, device, restart=resized)
+    engine.registry.load_state_dict(state, redraw=resized)
+    engine.recorder.load_state_dict(state)
+    if state.get("schedule_lrs") is not None:
+        engine.lrs.schedule_lrs = list(state["schedule_lrs"])
+    engine.last_mean_loss = state.get("last_mean_loss")
+    engine.first_mean_loss = state.get("first_mean_loss")
+    engine.outer.load_state_dict(state, device)
+    engine.apply_values()
+    if not resized:
+        return []
+    return [
+        f"world size {state['world_size']} -> {engine.world_size}: multipliers recomputed "
+        f"({engine.multipliers()}), base values and velocity kept, interval loss accumulator restarted"
+    ]
 
 
 def check_tensors_fit(state: dict[str, Any], params: Sequence[torch.Tensor], source: str) -> None:

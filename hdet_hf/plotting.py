@@ -32,8 +32,8 @@ from .schedule_metadata import HDETSchedule
 
 __all__ = ["plot_schedule"]
 
-# Above this many syncs, a vertical line per sync turns the panel grey; markers alone remain.
-_MAX_SYNC_LINES = 60
+# Above this many converges, a vertical line per converge turns the panel grey; markers alone remain.
+_MAX_CONVERGE_LINES = 60
 _LOG_SPAN = 10.0
 
 
@@ -41,9 +41,9 @@ def plot_schedule(schedule: HDETSchedule | Mapping[str, Any], path: str | os.Pat
     """Draw ``schedule`` and save it to ``path`` (PNG unless the suffix says otherwise).
 
     Panels: (1) base LR per optimizer step, with the per-rank LRs (base x min .. max multiplier of
-    each sync interval) shaded and syncs marked; (2) each rank's loss at each sync, coloured by
+    each interval) shaded and converges marked; (2) each rank's loss at each converge, coloured by
     its multiplier, with the averaging weights on a second axis; (3) only when other
-    hyperparameters were explored, their base values. A run with no sync yet still plots.
+    hyperparameters were explored, their base values. A run with no converge yet still plots.
 
     Args:
         schedule: an :class:`HDETSchedule` or its ``to_dict()`` form.
@@ -64,8 +64,8 @@ def plot_schedule(schedule: HDETSchedule | Mapping[str, Any], path: str | os.Pat
     FigureCanvasAgg(fig)
     axes = fig.subplots(n_panels, 1, sharex=True, squeeze=False)[:, 0]
     fig.suptitle(
-        f"HDET schedule: {schedule.world_size} ranks, sync every {schedule.sync_interval} steps, "
-        f"{schedule.num_syncs} syncs"
+        f"HDET schedule: {schedule.world_size} ranks, converge every {schedule.sync_interval} steps, "
+        f"{schedule.num_converges} converges"
     )
 
     _plot_lr(axes[0], schedule)
@@ -73,7 +73,7 @@ def plot_schedule(schedule: HDETSchedule | Mapping[str, Any], path: str | os.Pat
     if others:
         _plot_others(axes[2], schedule, others)
 
-    last_step = max([len(schedule.lr_per_step), schedule.total_steps, *schedule.sync_steps, 1])
+    last_step = max([len(schedule.lr_per_step), schedule.total_steps, *schedule.converge_steps, 1])
     axes[-1].set_xlim(0, last_step + 1)
     axes[-1].set_xlabel("optimizer step")
     fig.savefig(path)
@@ -101,7 +101,7 @@ def _multiplier_name(schedule: HDETSchedule) -> str | None:
 
 
 def _interval_multipliers(schedule: HDETSchedule, name: str) -> list[tuple[int, int, list[float]]]:
-    """``(first_step, last_step, multipliers)`` of each sync interval that recorded ``name``."""
+    """``(first_step, last_step, multipliers)`` of each interval that recorded ``name``."""
     out, prev = [], 0
     for entry in schedule.trajectory:
         step = int(entry.get("step", prev))
@@ -114,10 +114,10 @@ def _interval_multipliers(schedule: HDETSchedule, name: str) -> list[tuple[int, 
 
 
 def _base_lr_table(schedule: HDETSchedule) -> np.ndarray:
-    """Per-step base LR, shape (steps, groups); rebuilt from the syncs when no per-step record exists."""
+    """Per-step base LR, shape (steps, groups); rebuilt from the converges when no per-step record exists."""
     if schedule.lr_per_step:
         return np.array([[_num(v) for v in row] for row in schedule.lr_per_step], dtype=float)
-    steps = schedule.sync_steps
+    steps = schedule.converge_steps
     if not steps:
         return np.zeros((0, 1))
     table = np.full((max(steps), 1), np.nan)
@@ -151,9 +151,9 @@ def _no_data(ax: Any, text: str) -> None:
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.4")
 
 
-def _mark_syncs(ax: Any, schedule: HDETSchedule) -> None:
-    if 0 < schedule.num_syncs <= _MAX_SYNC_LINES:
-        for step in schedule.sync_steps:
+def _mark_converges(ax: Any, schedule: HDETSchedule) -> None:
+    if 0 < schedule.num_converges <= _MAX_CONVERGE_LINES:
+        for step in schedule.converge_steps:
             ax.axvline(step, color="0.85", lw=0.6, zorder=0)
 
 
@@ -170,7 +170,7 @@ def _plot_lr(ax: Any, schedule: HDETSchedule) -> None:
     steps = np.arange(1, table.shape[0] + 1)
     base = table[:, 0]
     names = schedule.param_group_names or [f"group_{g}" for g in range(table.shape[1])]
-    _mark_syncs(ax, schedule)
+    _mark_converges(ax, schedule)
 
     lo = np.full_like(base, np.nan)
     hi = np.full_like(base, np.nan)
@@ -197,18 +197,18 @@ def _plot_lr(ax: Any, schedule: HDETSchedule) -> None:
             label = names[g] if g < len(names) else f"group_{g}"
             ax.plot(steps, table[:, g], color=f"C{g % 10}", lw=1.2, ls="--", label=f"base LR ({label})")
 
-    sync_steps = [s for s in schedule.sync_steps if 1 <= s <= len(base)]
-    if sync_steps:
-        ax.plot(sync_steps, base[np.array(sync_steps) - 1], "o", ms=3.5, color="k", label="sync")
+    converge_steps = [s for s in schedule.converge_steps if 1 <= s <= len(base)]
+    if converge_steps:
+        ax.plot(converge_steps, base[np.array(converge_steps) - 1], "o", ms=3.5, color="k", label="converge")
     _maybe_log(ax, [table, lo, hi])
     ax.legend(loc="best", fontsize="small")
 
 
 def _plot_losses(fig: Figure, ax: Any, schedule: HDETSchedule) -> None:
-    ax.set_title("Per-rank loss at each sync")
+    ax.set_title("Per-rank loss at each converge")
     ax.set_ylabel("loss")
     if not schedule.trajectory:
-        _no_data(ax, "no syncs recorded")
+        _no_data(ax, "no converges recorded")
         return
     mult_name = _multiplier_name(schedule)
     xs, ys, cs, excluded = [], [], [], []
@@ -233,7 +233,7 @@ def _plot_losses(fig: Figure, ax: Any, schedule: HDETSchedule) -> None:
     if norm.vmin == norm.vmax:
         # One value (zero spread): widen so the colormap maps it to its middle, not an edge.
         norm = Normalize(norm.vmin - 0.5, norm.vmax + 0.5)
-    _mark_syncs(ax, schedule)
+    _mark_converges(ax, schedule)
     scatter = ax.scatter(
         x[~ex], y[~ex], c=c[~ex], cmap="viridis", norm=norm, s=22, edgecolors="k", linewidths=0.3, zorder=3
     )
@@ -271,7 +271,7 @@ def _plot_losses(fig: Figure, ax: Any, schedule: HDETSchedule) -> None:
 def _plot_others(ax: Any, schedule: HDETSchedule, names: list[str]) -> None:
     ax.set_title("Other explored hyperparameters (base value)")
     ax.set_ylabel("value")
-    _mark_syncs(ax, schedule)
+    _mark_converges(ax, schedule)
     plotted: list[np.ndarray] = []
     for i, name in enumerate(names):
         colour = f"C{(i + 1) % 10}"
@@ -280,7 +280,7 @@ def _plot_others(ax: Any, schedule: HDETSchedule, names: list[str]) -> None:
             ax.plot(np.arange(1, len(values) + 1), values, color=colour, lw=1.4, label=name)
             plotted.append(values)
             continue
-        rows = []  # (step, base, lowest rank value, highest rank value) per sync that recorded `name`
+        rows = []  # (step, base, lowest rank value, highest rank value) per converge that recorded `name`
         for entry in schedule.trajectory:
             if "step" not in entry or name not in (entry.get("base") or {}):
                 continue

@@ -21,11 +21,11 @@ from typing import Any
 
 import torch
 
-from .controller import ControllerState
+from .controller import ControllerSettings, ControllerState, controller_step
 from .hyperparameters import Hyperparameter
 from .spread import permuted_multipliers, shared_permutation
 
-__all__ = ["LR", "HyperparameterRegistry"]
+__all__ = ["LR", "HyperparameterRegistry", "ExploredValues"]
 
 LR = "lr"
 
@@ -142,6 +142,31 @@ class HyperparameterRegistry:
         """Base value of each non-LR hyperparameter (learning rates are in the LR record)."""
         return {name: self.base_value(name) for name, h in self.hparams.items() if not h.is_lr}
 
+    def update_controllers(
+        self,
+        names: Sequence[str],
+        multipliers: dict[str, list[float]],
+        signal: torch.Tensor,
+        scored: torch.Tensor,
+        bases: dict[str, float],
+        settings: ControllerSettings,
+    ) -> dict[str, dict[str, Any]]:
+        """One controller step for each of ``names`` from the gathered multipliers and signal (ranks not
+        ``scored`` get weight 0); returns each one's info (weights, delta, velocity)."""
+        infos = {}
+        for name in names:
+            new_state, info = controller_step(
+                self.controllers[name],
+                torch.tensor(multipliers[name], dtype=torch.float64),
+                signal,
+                settings,
+                base_value=bases[name],
+                healthy=scored,
+            )
+            self.controllers[name] = new_state
+            infos[name] = info
+        return infos
+
     def state_dict(self) -> dict[str, Any]:
         return {
             "generator_state": self.generator.get_state(),
@@ -158,3 +183,76 @@ class HyperparameterRegistry:
         else:
             self.permutations = {k: list(v) for k, v in state["permutations"].items()}
         self.controllers = {k: ControllerState(**v) for k, v in state["controllers"].items()}
+
+
+class ExploredValues:
+    """The engine's public view of its registry: this rank's values, by default for the next optimizer step.
+
+    Mixed into `HDETEngine`, which provides the attributes annotated here.
+    """
+
+    registry: HyperparameterRegistry
+    rank: int
+    step: int
+    warmup_steps: int
+    explore_until_step: int
+
+    @property
+    def hparams(self) -> dict[str, Hyperparameter]:
+        return self.registry.hparams
+
+    @property
+    def permutations(self) -> dict[str, list[int]]:
+        return self.registry.permutations
+
+    @property
+    def controllers(self) -> dict[str, ControllerState]:
+        return self.registry.controllers
+
+    def _check_not_started(self, what: str) -> None:
+        if self.step != 0:
+            raise RuntimeError(f"{what} must happen before the first optimizer step")
+
+    def add_hyperparameter(self, hparam: Hyperparameter) -> None:
+        """Explore one more scalar (weight decay, dropout, a custom getter/setter...), with its own permutation.
+
+        Every rank must register the same hyperparameters in the same order, before the first step.
+        """
+        self._check_not_started("add_hyperparameter")
+        self.registry.add(hparam)
+        self.apply_values()
+
+    def split_lr_by_group(self, group_names: list[str]) -> None:
+        """Give each optimizer param group its own base LR trajectory and permutation (``lr/<name>``)."""
+        self._check_not_started("split_lr_by_group")
+        self.registry.split_lr_by_group(group_names)
+
+    def multiplier(self, name: str = LR, rank: int | None = None, step: int | None = None) -> float:
+        """``rank``'s multiplier (this rank's by default) at optimizer ``step`` (by default the next one)."""
+        return self.multipliers(name, step)[self.rank if rank is None else rank]
+
+    def multipliers(self, name: str = LR, step: int | None = None) -> list[float]:
+        """Every rank's multiplier at optimizer ``step`` (by default the next one)."""
+        return self.registry.multipliers(name, self.step + 1 if step is None else step)
+
+    def value(self, name: str) -> float:
+        """This rank's next-step value of a non-LR hyperparameter: base x controller scale x multiplier."""
+        return self.registry.value(name, self.rank, self.step + 1)
+
+    def base_value(self, name: str) -> float:
+        """The shared (ensemble) value of a non-LR hyperparameter: base x controller scale."""
+        return self.registry.base_value(name)
+
+    def apply_values(self) -> None:
+        """Push this rank's values of the non-LR hyperparameters into the model/optimizer/loss."""
+        self.registry.apply_values(self.rank, self.step + 1)
+
+    def apply_base_values(self) -> None:
+        """Push the base values (the ensemble mean's): for evaluation and the final model."""
+        self.registry.apply_base_values()
+
+    def controller_active(self, name: str | None = None) -> bool:
+        """Whether the controller moves ``name`` now (any hyperparameter if None)."""
+        if self.step < self.warmup_steps or self.step > self.explore_until_step:
+            return False
+        return any(self.hparams[n].auto for n in ([name] if name is not None else self.hparams))

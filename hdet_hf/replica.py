@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .collectives import broadcast_tensors_, fused_average_
+from .collectives import Workspace, broadcast_tensors_, fused_average_
 
 __all__ = ["ReplicaTensors"]
 
@@ -45,6 +45,13 @@ class ReplicaTensors:
             raise ValueError("HDET found no trainable parameters to average (all have requires_grad=False)")
         self.params: list[torch.Tensor] = params
         self.buffers: list[torch.Tensor] = buffers
+        self._workspace = Workspace()
+
+    @property
+    def workspace(self) -> Workspace | None:
+        """The converge's kept flat buffer, on CPU only: there a fresh buffer is a fresh ``mmap`` whose pages
+        fault at every converge, while CUDA's caching allocator already hands the same block back."""
+        return self._workspace if self.params[0].device.type == "cpu" else None
 
     def param_data(self) -> list[torch.Tensor]:
         return [p.data for p in self.params]
@@ -69,9 +76,13 @@ class ReplicaTensors:
         """Whether the parameters (and, when averaged, the optimizer state) are finite. One host sync.
 
         With averaged optimizer state a non-finite moment would enter every rank's average: it is checked too.
+        Each tensor's min and max carry any NaN or infinity into a 2-element result, in one vectorised read
+        with no temporary of the tensor's size (``isfinite(t).all()`` writes a bool copy first, and was
+        several times slower on CPU; see BENCHMARKS.md).
         """
         tensors = self.param_data() + (self.optimizer_tensors() if self.average_optimizer_state else [])
-        return bool(torch.stack([torch.isfinite(t).all() for t in tensors]).all())
+        extremes = [torch.stack(torch.aminmax(t)).double() for t in tensors if t.numel()]
+        return not extremes or bool(torch.isfinite(torch.cat(extremes)).all())
 
     @torch.no_grad()
     def reset_optimizer_moments(self) -> None:

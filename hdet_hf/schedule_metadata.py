@@ -1,11 +1,12 @@
 """The record of an HDET run (``hdet_schedule.json``): save, load from a folder or the Hub, replay.
 
-The engine writes one :class:`HDETSchedule` at the end of training and in every checkpoint. It
-holds the base learning rate of every param group at every optimizer step, and one entry per sync
-(per-rank multipliers, losses, weights and the controller's move). From it you can
+The engine fills one :class:`HDETSchedule` as it trains (`HDETEngine.schedule()`); the shells write it at the
+end of training and in every checkpoint. It holds the base learning rate of every param group at every
+optimizer step, and one entry per converge (per-rank multipliers, losses, weights and the controller's
+move). From it you can
 
 - publish it next to the model (:meth:`HDETSchedule.save_pretrained`, :func:`model_card_section`),
-- plot it (:mod:`hdet_hf.plotting`),
+- plot it (:mod:`hdet_hf.plotting`, which depends on this module, never the other way round),
 - replay the learning rates HDET found on one device, with no ``torch.distributed``
   (:meth:`HDETSchedule.as_lr_scheduler` -> :class:`ReplayLR`).
 
@@ -108,12 +109,12 @@ class HDETSchedule:
         config: the HDET config as a plain dict.
         world_size: number of ranks that trained with divergent hyperparameters.
         total_steps: planned optimizer steps.
-        sync_interval: optimizer steps between two parameter averagings ("syncs").
+        sync_interval: optimizer steps between two converges (parameter averagings).
         hyperparameters: names of the explored values (``"lr"``, ``"lr/embeddings"``, ``"dropout"``...).
         param_group_names: optimizer param groups, in order.
         lr_per_step: ``lr_per_step[i][g]`` is the base LR of group ``g`` applied at optimizer step
             ``i + 1``, before the per-rank multiplier.
-        trajectory: one dict per sync, in order (``step``, ``base``, ``multipliers``, ``losses``,
+        trajectory: one dict per converge, in order (``step``, ``base``, ``multipliers``, ``losses``,
             ``weights``, ``delta``, ``velocity``, ``excluded_ranks``).
         summary: ``{name: {"start", "final", "min", "max"}}`` over the base values, as recorded by
             the engine. When empty, :meth:`to_dict` and the model card use :meth:`compute_summary`.
@@ -148,17 +149,21 @@ class HDETSchedule:
     # -- plain data -------------------------------------------------------------------------------
 
     @property
-    def num_syncs(self) -> int:
-        """Number of syncs recorded."""
+    def num_converges(self) -> int:
+        """Number of (regular) converges recorded."""
         return len(self.trajectory)
 
     @property
-    def sync_steps(self) -> list[int]:
-        """Optimizer step of each recorded sync."""
+    def converge_steps(self) -> list[int]:
+        """Optimizer step of each recorded converge."""
         return [int(entry["step"]) for entry in self.trajectory if "step" in entry]
 
+    # Names from before "converge" was the one word for parameter averaging; kept for code that reads them.
+    num_syncs = num_converges
+    sync_steps = converge_steps
+
     def base_values(self, name: str) -> list[float]:
-        """The controller's base value of ``name`` at each sync that recorded it."""
+        """The controller's base value of ``name`` at each converge that recorded it."""
         return [
             entry["base"][name]
             for entry in self.trajectory
@@ -170,7 +175,7 @@ class HDETSchedule:
 
         Like the engine: ``"lr"`` is summarised over ``lr_per_step`` (first param group), and
         ``"lr/<group>"`` over that group's column; other names over ``values_per_step``. A name
-        without a per-step record falls back to the controller's base values at the syncs.
+        without a per-step record falls back to the controller's base values at the converges.
         Hyperparameters with no recorded value are left out.
         """
         summary: dict[str, dict[str, float]] = {}
@@ -281,16 +286,27 @@ class HDETSchedule:
 
     # -- files and the Hub --------------------------------------------------------------------------
 
-    def save_pretrained(self, save_directory: str | os.PathLike[str], plot: bool = True) -> list[str]:
-        """Write ``hdet_schedule.json`` (and ``hdet_schedule.png`` if ``plot``) into ``save_directory``.
+    def save_pretrained(self, save_directory: str | os.PathLike[str], plot: bool | None = None) -> list[str]:
+        """Write ``hdet_schedule.json`` into ``save_directory``.
 
         The JSON is written to a temporary file and renamed, so a crash mid-save (or a reader on
         another rank) never sees a truncated file. Non-finite numbers (a diverged rank's loss) are
         written as ``null`` so the file stays strict JSON for the Hub viewer and other languages.
+        Drawing the picture is the caller's choice:
+        ``hdet_hf.plotting.plot_schedule(schedule, os.path.join(save_directory, PLOT_FILENAME))``
+        (`HDETTrainer` draws it once, at the end of training).
+
+        Args:
+            plot: no longer used (``False`` is accepted for old callers; ``True`` is refused with the fix).
 
         Returns:
-            The paths written, JSON first.
+            The paths written: the JSON file.
         """
+        if plot:
+            raise ValueError(
+                "HDETSchedule.save_pretrained(plot=True) no longer draws the plot: call "
+                "hdet_hf.plotting.plot_schedule(schedule, os.path.join(save_directory, PLOT_FILENAME)) after it."
+            )
         os.makedirs(save_directory, exist_ok=True)
         json_path = os.path.join(save_directory, SCHEDULE_FILENAME)
         text = json.dumps(_finite_or_none(self.to_dict()), indent=2, allow_nan=False)
@@ -303,13 +319,7 @@ class HDETSchedule:
             if os.path.exists(tmp_path):
                 os.remove(tmp_path)
             raise
-        written = [json_path]
-        if plot:
-            # Imported here: matplotlib is slow to import and only needed when plotting.
-            from .plotting import plot_schedule
-
-            written.append(plot_schedule(self, os.path.join(save_directory, PLOT_FILENAME)))
-        return written
+        return [json_path]
 
     @classmethod
     def from_pretrained(
@@ -533,7 +543,7 @@ def model_card_section(
         "",
         f"- World size: {schedule.world_size}",
         f"- Sync interval: {schedule.sync_interval} optimizer steps",
-        f"- Syncs: {schedule.num_syncs}",
+        f"- Converges: {schedule.num_converges}",
         f"- Optimizer steps: {len(schedule.lr_per_step)} recorded of {schedule.total_steps} planned",
         "",
     ]
@@ -587,7 +597,7 @@ def _check_schedule_types(data: Mapping[str, Any]) -> None:
         fail("lr_per_step", "a list of rows (lists of numbers)", data["lr_per_step"])
     trajectory = data["trajectory"]
     if not isinstance(trajectory, list) or not all(isinstance(e, dict) for e in trajectory):
-        fail("trajectory", "a list of objects (one per sync)", trajectory)
+        fail("trajectory", "a list of objects (one per converge)", trajectory)
     for i, entry in enumerate(trajectory):
         step = entry.get("step")
         if step is not None and not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):

@@ -235,9 +235,14 @@ class OneCycleAutoLR(OneCycleLR):
         if engine is not None and getattr(self, "_hdet_started", False):
             if loss is not None:
                 engine.add_loss(loss)
-            self.last_sync: ConvergeReport | None = engine.end_step()
+            self.last_report: ConvergeReport | None = engine.end_step()
         self._hdet_started = True
         super().step()
+
+    @property
+    def last_sync(self) -> ConvergeReport | None:
+        """Deprecated name of ``last_report`` (the last converge's report, or None)."""
+        return getattr(self, "last_report", None)
 
     @property
     def trajectory(self) -> list[dict[str, Any]]:
@@ -245,7 +250,7 @@ class OneCycleAutoLR(OneCycleLR):
 
     def state_dict(self) -> dict[str, Any]:
         state = {
-            k: v for k, v in super().state_dict().items() if k not in ("engine", "hdet_config", "last_sync")
+            k: v for k, v in super().state_dict().items() if k not in ("engine", "hdet_config", "last_report")
         }
         state["hdet"] = self.engine.state_dict()
         return state

@@ -93,9 +93,12 @@ class ScoreWindow:
         else:
             torch._foreach_lerp_(self.average, list(params), 1.0 / self.average_count)
 
-    def score_at_average(self, params: Sequence[torch.nn.Parameter], probe: Callable[[], float]) -> float:
-        """``probe()`` with ``params`` swapped to the interval's mean (at the current weights if none)."""
-        if not self.average_count or self.average is None:
+    def score(
+        self, params: Sequence[torch.nn.Parameter], probe: Callable[[], float], *, at_average: bool
+    ) -> float:
+        """``probe()`` at the current weights, or (``at_average``) with ``params`` swapped to the interval's
+        mean (at the current weights if there is none yet)."""
+        if not at_average or not self.average_count or self.average is None:
             return float(probe())
         current = [p.data for p in params]
         try:

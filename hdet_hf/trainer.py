@@ -82,13 +82,9 @@ class HDETCallback(TrainerCallback):
 
     def _converge_before_eval_or_save(self, control) -> None:
         engine = self.trainer.hdet_engine
-        if (
-            engine is not None
-            and engine.steps_since_converge > 0
-            and (control.should_save or control.should_evaluate)
-        ):
-            engine.converge(regular=False)
-            self.trainer.lr_scheduler.reapply()
+        if engine is not None and (control.should_save or control.should_evaluate):
+            if engine.force_converge() is not None:
+                self.trainer.lr_scheduler.reapply()
 
     def on_step_end(self, args, state, control, **kwargs):
         engine = self.trainer.hdet_engine
@@ -112,7 +108,7 @@ class HDETCallback(TrainerCallback):
             # The trained model is the ensemble mean: give it the base values, not this rank's multiplied ones.
             engine.apply_base_values()
             if args.should_save:
-                self.trainer.save_hdet_schedule(args.output_dir)
+                self.trainer.save_hdet_schedule(args.output_dir, plot=True)
                 # A card written during training (TRL writes one at every checkpoint) gets the final schedule.
                 self.trainer.add_hdet_to_model_card()
 
@@ -398,12 +394,18 @@ class HDETTrainerMixin:
                 dist.barrier(group=engine.group)
         super()._save_checkpoint(model, trial)
 
-    def save_hdet_schedule(self, folder: str) -> None:
+    def save_hdet_schedule(self, folder: str, plot: bool = False) -> None:
+        """Write ``hdet_schedule.json`` into ``folder`` (and, with ``plot``, draw ``hdet_schedule.png``)."""
         engine = self.hdet_engine
         if engine is None:
             return
-        os.makedirs(folder, exist_ok=True)
-        engine.schedule().save_pretrained(folder)
+        schedule = engine.schedule()
+        schedule.save_pretrained(folder)
+        if plot:
+            # Imported here: matplotlib is slow to import, and only the end of training draws.
+            from .plotting import plot_schedule
+
+            plot_schedule(schedule, os.path.join(folder, PLOT_FILENAME))
 
     def create_model_card(self, *args: Any, **kwargs: Any) -> None:
         """The Trainer's model card, plus the ``hdet`` tag and a section with the adapted schedule and plot."""

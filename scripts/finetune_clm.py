@@ -540,7 +540,7 @@ def print_summary(training_args, eval_metrics: dict[str, float] | None) -> None:
         schedule = HDETSchedule.from_pretrained(training_args.output_dir)
         plot_path = os.path.join(training_args.output_dir, PLOT_FILENAME)
         lines.append(
-            f"HDET schedule: {schedule_path} ({schedule.num_syncs} syncs, {schedule.world_size} ranks)"
+            f"HDET schedule: {schedule_path} ({schedule.num_converges} converges, {schedule.world_size} ranks)"
         )
         if os.path.isfile(plot_path):
             lines.append(f"HDET plot: {plot_path}")

@@ -102,7 +102,7 @@ def test_the_adapter_card_peft_writes_on_save_gets_the_hdet_section_and_tag(tmp_
         for folder in (tmp_path / "out", tmp_path / "elsewhere"):
             trainer.save_model(str(folder))
             text = (folder / "README.md").read_text()
-            assert text.count("## HDET schedule") == 1 and "- Syncs: 2" in text
+            assert text.count("## HDET schedule") == 1 and "- Converges: 2" in text
             assert ("hdet_schedule.png" in text) == (folder.name == "out")  # the plot is in output_dir only
             assert {"hdet", "lora"} <= set(ModelCard.load(folder / "README.md").data.tags)
     finally:

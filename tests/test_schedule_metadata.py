@@ -6,6 +6,7 @@ import json
 import math
 import os
 import struct
+import sys
 
 import huggingface_hub
 import pytest
@@ -97,7 +98,7 @@ def test_dict_round_trip_keeps_everything() -> None:
 
 def test_save_load_round_trip(tmp_path) -> None:
     schedule = make_schedule()
-    written = schedule.save_pretrained(tmp_path, plot=False)
+    written = schedule.save_pretrained(tmp_path)
     assert written == [os.path.join(tmp_path, SCHEDULE_FILENAME)]
     assert sorted(os.listdir(tmp_path)) == [SCHEDULE_FILENAME]  # no temporary file left behind
     assert HDETSchedule.from_pretrained(tmp_path) == schedule
@@ -111,7 +112,7 @@ def test_save_writes_strict_json_for_non_finite_losses(tmp_path) -> None:
     schedule = make_schedule()
     schedule.trajectory[1]["losses"][3] = float("nan")
     schedule.trajectory[1]["excluded_ranks"] = [3]
-    schedule.save_pretrained(tmp_path, plot=False)
+    schedule.save_pretrained(tmp_path)
 
     def reject(token: str) -> None:
         raise AssertionError(f"non-standard JSON token {token}")
@@ -123,7 +124,7 @@ def test_save_writes_strict_json_for_non_finite_losses(tmp_path) -> None:
 
 def test_save_is_atomic(tmp_path, monkeypatch) -> None:
     first = make_schedule(num_syncs=1)
-    first.save_pretrained(tmp_path, plot=False)
+    first.save_pretrained(tmp_path)
     before = (tmp_path / SCHEDULE_FILENAME).read_bytes()
 
     def crash(src: str, dst: str) -> None:
@@ -131,7 +132,7 @@ def test_save_is_atomic(tmp_path, monkeypatch) -> None:
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError, match="disk full"):
-        make_schedule(num_syncs=3).save_pretrained(tmp_path, plot=False)
+        make_schedule(num_syncs=3).save_pretrained(tmp_path)
     assert (tmp_path / SCHEDULE_FILENAME).read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == [SCHEDULE_FILENAME]
 
@@ -286,7 +287,7 @@ def test_model_card_section() -> None:
     schedule = make_schedule()
     card = model_card_section(schedule, repo_id="me/hdet-model")
     assert card.startswith("## HDET schedule\n")
-    assert "World size: 4" in card and "Sync interval: 3 optimizer steps" in card and "Syncs: 3" in card
+    assert "World size: 4" in card and "Sync interval: 3 optimizer steps" in card and "Converges: 3" in card
     assert "| hyperparameter | start | final | min | max |\n|---|---|---|---|---|\n" in card
     lr = schedule.summary["lr"]
     row = f"| `lr` | {lr['start']:.4g} | {lr['final']:.4g} | {lr['min']:.4g} | {lr['max']:.4g} |"
@@ -315,10 +316,23 @@ def test_plot_accepts_a_dict_and_adds_a_panel_for_other_hyperparameters(tmp_path
     assert three[0] == two[0] and three[1] > two[1] * 1.3
 
 
-def test_save_pretrained_writes_the_plot(tmp_path) -> None:
-    written = make_schedule().save_pretrained(tmp_path)
-    assert written == [str(tmp_path / SCHEDULE_FILENAME), str(tmp_path / PLOT_FILENAME)]
-    png_size(written[1])
+def test_save_pretrained_writes_json_only_and_the_caller_draws(tmp_path) -> None:
+    schedule = make_schedule()
+    assert schedule.save_pretrained(tmp_path) == [str(tmp_path / SCHEDULE_FILENAME)]
+    assert sorted(os.listdir(tmp_path)) == [SCHEDULE_FILENAME]
+    assert schedule.save_pretrained(tmp_path, plot=False) == [str(tmp_path / SCHEDULE_FILENAME)]  # old callers
+    with pytest.raises(ValueError, match=r"plot=True\) no longer draws the plot: call hdet_hf.plotting.plot_schedule"):
+        schedule.save_pretrained(tmp_path, plot=True)
+    png_size(plot_schedule(schedule, tmp_path / PLOT_FILENAME))
+
+
+def test_saving_and_loading_the_record_needs_no_plotting(tmp_path, monkeypatch) -> None:
+    """The record is plain data: it is written and read with matplotlib and hdet_hf.plotting unimportable."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "hdet_hf.plotting", None)
+    schedule = make_schedule()
+    schedule.save_pretrained(tmp_path)
+    assert HDETSchedule.from_pretrained(tmp_path) == schedule
 
 
 def test_lr_axis_is_log_only_beyond_ten_x() -> None:
@@ -347,6 +361,7 @@ def test_push_and_download_through_the_hub(hub, tmp_path) -> None:
     schedule = make_schedule()
     folder = tmp_path / "model"
     schedule.save_pretrained(folder)
+    plot_schedule(schedule, folder / PLOT_FILENAME)
     (folder / "config.json").write_text('{"model_type": "bert"}')
 
     api = huggingface_hub.HfApi(endpoint=hub.endpoint, token=hub.token)
@@ -370,7 +385,7 @@ def test_default_endpoint_is_redirected_and_restored(tmp_path) -> None:
     schedule = make_schedule(num_syncs=1)
     with fake_hub() as hub:
         folder = tmp_path / "ckpt"
-        schedule.save_pretrained(folder, plot=False)
+        schedule.save_pretrained(folder)
         # No endpoint or token passed anywhere: what Trainer.push_to_hub and users' scripts do.
         huggingface_hub.create_repo("acme/run", exist_ok=True)
         commit = huggingface_hub.upload_folder(

@@ -171,7 +171,7 @@ def test_a_card_written_during_training_gets_the_final_schedule_at_train_end(
         model=tiny_lm.model(), args=args, train_dataset=Dataset.from_dict({"input_ids": ids, "labels": ids})
     ).train()
     text = (tmp_path / "README.md").read_text()
-    assert text.count("## HDET schedule") == 1 and "- Syncs: 3" in text
+    assert text.count("## HDET schedule") == 1 and "- Converges: 3" in text
 
 
 # ----------------------------------------------------------------------- the launcher's -m
@@ -215,7 +215,7 @@ def test_stock_trl_sft_script_with_lora_runs_with_hdet_through_the_launcher(tmp_
     schedule = json.loads((out / "hdet_schedule.json").read_text())
     assert schedule["world_size"] == 2 and [t["step"] for t in schedule["trajectory"]] == [3, 6]
     text = (out / "README.md").read_text()
-    assert text.count("## HDET schedule") == 1 and "- Syncs: 2" in text
+    assert text.count("## HDET schedule") == 1 and "- Converges: 2" in text
     tags = ModelCard.load(out / "README.md").data.tags
     assert {"hdet", "trl", "sft", "lora"} <= set(tags)
     args = torch.load(out / "checkpoint-4" / "training_args.bin", weights_only=False)

@@ -792,7 +792,7 @@ CASES: list[ErrorCase] = [
         where="HDETSchedule",
         shown='HDETSchedule.from_dict({..., "trajectory": "none"})',
         run=lambda workdir: HDETSchedule.from_dict(_schedule_dict(trajectory="none")),
-        match=r"field 'trajectory' must be a list of objects \(one per sync\), but got 'none'",
+        match=r"field 'trajectory' must be a list of objects \(one per converge\), but got 'none'",
     ),
     ErrorCase(
         id="HDETSchedule.from_pretrained: no file",

@@ -38,7 +38,7 @@ from accelerate.state import AcceleratorState, GradientState
 from datasets import Dataset
 from transformers import HfArgumentParser, LlamaConfig, LlamaForCausalLM, TrainerCallback
 
-from hdet_hf import HDETSchedule, HDETTrainer, HDETTrainingArguments
+from hdet_hf import HDETTrainer, HDETTrainingArguments
 from hdet_hf.engine import HDETDivergenceError
 from hdet_hf.process import finish_distributed
 
@@ -272,17 +272,7 @@ def run_scenario(scenario: dict[str, Any], dump_root: Path) -> None:
     )
 
 
-def _save_schedule_without_plot(save_pretrained):
-    def save(self, save_directory, plot=True):
-        return save_pretrained(self, save_directory, plot=False)
-
-    return save
-
-
 def main() -> None:
-    # hdet_schedule.json is still written at every save; its PNG plot (a matplotlib render per checkpoint on
-    # rank 0) is not under test here and would cost more CPU than the training.
-    HDETSchedule.save_pretrained = _save_schedule_without_plot(HDETSchedule.save_pretrained)
     plan = json.loads(Path(sys.argv[1]).read_text())
     for scenario in plan["scenarios"]:
         run_scenario(scenario, Path(plan["dump_dir"]))
