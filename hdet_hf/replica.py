@@ -77,8 +77,7 @@ class ReplicaTensors:
 
         With averaged optimizer state a non-finite moment would enter every rank's average: it is checked too.
         Each tensor's min and max carry any NaN or infinity into a 2-element result, in one vectorised read
-        with no temporary of the tensor's size (``isfinite(t).all()`` writes a bool copy first, and was
-        several times slower on CPU; see BENCHMARKS.md).
+        with no temporary of the tensor's size (``isfinite(t).all()`` first writes a bool copy of it).
         """
         tensors = self.param_data() + (self.optimizer_tensors() if self.average_optimizer_state else [])
         extremes = [torch.stack(torch.aminmax(t)).double() for t in tensors if t.numel()]
