@@ -47,6 +47,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -63,6 +64,17 @@ from hdet_hf.collectives import Workspace, fused_average_, iter_buckets
 from hdet_hf.engine import HDETEngine
 from hdet_hf.examples.data import DEFAULT_MODEL_CONFIG_PATH
 from hdet_hf.process import finish_distributed
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/simlink.py, also under torchrun
+from simlink import (  # noqa: E402
+    Link,
+    break_even_bandwidth,
+    fit_link,
+    fit_overlap,
+    max_compute_for_ratio,
+    ring_allreduce_seconds,
+    step_times,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -216,6 +228,40 @@ def build_parser() -> argparse.ArgumentParser:
         help="Merge into the results.json already in --output_dir: its runs with other process counts are kept, "
         "so the 2- and 4-process runs can be made at different times (models, T, batch and device must match).",
     )
+    sim = parser.add_argument_group(
+        "simulated interconnect (a SIMULATION: compute is measured, the link between replicas is modelled)"
+    )
+    sim.add_argument(
+        "--simulate_links",
+        default="",
+        help="Comma-separated link speeds in Gb/s between replicas, e.g. 1,10,25,100: adds step timings of DDP, "
+        "HDET local and shared with every cross-replica all-reduce's bytes sent over a modelled ring link "
+        "(scripts/simlink.py) instead of loopback, next to the same modes at the loopback link's fitted speed "
+        "(the validation) and measured for real. Off by default.",
+    )
+    sim.add_argument(
+        "--link_latency_us",
+        type=float,
+        default=10.0,
+        help="Latency per ring hop of the simulated links, in microseconds (default 10: a datacenter network).",
+    )
+    sim.add_argument(
+        "--sim_only",
+        action="store_true",
+        help="Run only the simulated-link measurements (skip step/converge/memory tables).",
+    )
+    sim.add_argument(
+        "--scale_params",
+        type=float,
+        default=1e9,
+        help="Parameter count of the scaled scenario: its fp32 bytes are modelled, its compute is the measured "
+        "no-comm step x scale_params / measured parameters (default 1e9).",
+    )
+    sim.add_argument(
+        "--hsdp_groups",
+        default="2,4",
+        help="Replica-group counts of the HSDP scenarios (cross-group traffic of the scaled model; default 2,4).",
+    )
     # Launcher -> worker: the file where rank 0 leaves its part of the results.
     parser.add_argument("--part_file", help=argparse.SUPPRESS)
     return parser
@@ -242,6 +288,15 @@ def resolve_args(argv: Sequence[str] | None) -> argparse.Namespace:
         raise SystemExit(f"--warmup_steps must be >= 0, but got {args.warmup_steps!r}")
     if args.backend is None:
         args.backend = "nccl" if args.device == "cuda" else "gloo"
+    args.simulate_links = parse_link_speeds(args.simulate_links)
+    args.hsdp_groups = _int_list("--hsdp_groups", args.hsdp_groups)
+    if args.sim_only and not args.simulate_links:
+        raise SystemExit("--sim_only needs --simulate_links (e.g. --simulate_links 1,10,25,100)")
+    if not (args.link_latency_us >= 0 and math.isfinite(args.link_latency_us)):
+        raise SystemExit(f"--link_latency_us must be >= 0, but got {args.link_latency_us!r}")
+    if not args.scale_params >= 1:
+        raise SystemExit(f"--scale_params must be a positive parameter count, but got {args.scale_params!r}")
+    args.scale_params = int(args.scale_params)
     if any(n < 2 for n in args.nprocs):
         raise SystemExit(
             f"--nprocs needs 2 or more processes each (there is nothing to average on 1): {args.nprocs}"
@@ -259,6 +314,21 @@ def _int_list(flag: str, value: Any) -> list[int]:
     if not out or any(x < 1 for x in out):
         raise SystemExit(f"{flag} must be comma-separated positive integers, but got {value!r}")
     return out
+
+
+def parse_link_speeds(value: str) -> list[float]:
+    """``--simulate_links``: comma-separated positive Gb/s values (empty: no simulation)."""
+    try:
+        speeds = [float(x) for x in str(value).split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(
+            f"--simulate_links must be comma-separated Gb/s values, e.g. 1,10,25,100, but got {value!r}"
+        ) from None
+    if any(not (g > 0 and math.isfinite(g)) for g in speeds):
+        raise SystemExit(
+            f"--simulate_links must be positive Gb/s values, e.g. 1,10,25,100, but got {value!r}"
+        )
+    return sorted(set(speeds))
 
 
 def usable_cores() -> int:
@@ -609,6 +679,414 @@ def bench_converge(
     return rows
 
 
+# ------------------------------------------------------------------------------ simulated interconnect
+# A SIMULATION of a slower (or faster) link between replicas than this machine's loopback. Compute is real;
+# every cross-replica all-reduce keeps a small real part and waits the link model's time for its bytes.
+SYNC_TAIL = 4096  # elements of each simulated buffer that are all-reduced for real
+
+
+class SimulatedLink:
+    """Stands in a modelled link (``simlink.Link``) for the bytes of cross-replica all-reduces.
+
+    For each buffer larger than ``SYNC_TAIL`` elements the last ``SYNC_TAIL`` elements are all-reduced for real:
+    the collective still cannot finish before the slowest rank reaches it (DDP keeps its per-step lockstep, a
+    converge still waits for the straggler), and the statistics block ``fused_average_`` carries at the end of
+    its buffer stays exact, so the engine decides exactly as it would. The rest of the buffer is not sent:
+    the call instead completes when the modelled link would have delivered the whole buffer. The link carries
+    one transfer at a time (DDP's buckets queue behind each other, as on one wire): a transfer starts when its
+    real part has completed and the link is free, and lasts ``ring_allreduce_seconds(bytes, world, link)``.
+
+    Not sending the bytes (rather than sending them over loopback and waiting only the difference) is what
+    lets the simulation model links faster than this machine's loopback (~15 Gb/s here: 25 and 100 Gb/s are
+    faster); the cost is that the CPU time gloo spends reducing on this machine is left out, which the
+    validation row (model at loopback speed vs the real collective) measures.
+
+    Unsent values stand in for the all-reduce's result as if all replicas held the same values: DDP's bucket
+    keeps this rank's gradient (its own average), a converge's SUM buffer is multiplied by the world size
+    (one in-place pass; a real reduction touches the buffer too). Speed is all this measures.
+    """
+
+    def __init__(self, world: int) -> None:
+        self.world = world
+        self.link: Link | None = None  # None: pass every collective through untouched
+        self._free_at = 0.0
+        self._lock = threading.Lock()
+        self.transfers = 0
+        self.modelled_s = 0.0
+
+    def _finish_at(self, ready: float, nbytes: int) -> float:
+        assert self.link is not None
+        seconds = ring_allreduce_seconds(nbytes, self.world, self.link)
+        with self._lock:
+            start = max(ready, self._free_at)
+            self._free_at = start + seconds
+            self.transfers += 1
+            self.modelled_s += seconds
+            return self._free_at
+
+    def ddp_hook(self, state: Any, bucket: dist.GradBucket) -> torch.futures.Future:
+        """DDP communication hook: real all-reduce of the bucket's tail, the modelled wait for its bytes."""
+        buffer = bucket.buffer()
+        if self.link is None or buffer.numel() <= SYNC_TAIL:
+            buffer.div_(self.world)
+            return dist.all_reduce(buffer, async_op=True).get_future().then(lambda f: f.value()[0])
+        tail = buffer.view(-1)[-SYNC_TAIL:]
+        tail.div_(self.world)
+        nbytes = buffer.numel() * buffer.element_size()
+        out: torch.futures.Future = torch.futures.Future()
+
+        def transfer(fut: torch.futures.Future) -> None:
+            try:
+                fut.wait()
+            except Exception as exc:  # surface a failed collective to DDP instead of hanging it
+                out.set_exception(exc)
+                return
+            delay = self._finish_at(time.perf_counter(), nbytes) - time.perf_counter()
+            if delay > 0:  # a timer thread waits, so the backward pass keeps computing meanwhile (overlap)
+                threading.Timer(delay, out.set_result, args=(buffer,)).start()
+            else:
+                out.set_result(buffer)
+
+        dist.all_reduce(tail, async_op=True).get_future().add_done_callback(transfer)
+        return out
+
+    @contextlib.contextmanager
+    def patched_all_reduce(self):
+        """Route blocking ``torch.distributed.all_reduce`` calls (HDET's converge) through the link model."""
+        real = dist.all_reduce
+        world = self.world
+
+        def all_reduce(tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):  # noqa: ANN001
+            if self.link is None or async_op or tensor.numel() <= SYNC_TAIL or not tensor.is_contiguous():
+                return real(tensor, op=op, group=group, async_op=async_op)
+            if op != dist.ReduceOp.SUM:
+                raise ValueError(f"The simulated link models SUM all-reduces only, but got op={op!r}")
+            flat = tensor.view(-1)
+            real(flat[-SYNC_TAIL:], group=group)
+            finish = self._finish_at(time.perf_counter(), tensor.numel() * tensor.element_size())
+            flat[:-SYNC_TAIL].mul_(world)
+            delay = finish - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            return None
+
+        dist.all_reduce = all_reduce
+        try:
+            yield
+        finally:
+            dist.all_reduce = real
+
+
+def measure_loopback(d: Dist, numel_max: int, reps: int) -> dict[str, Any]:
+    """Time real all-reduces of several sizes up to ``numel_max`` float32 and fit the ring link model to them."""
+    sizes = sorted({2**14, 2**18, 2**21, min(2**23, numel_max), numel_max})
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    buffers = {n: torch.zeros(n, device=d.device) for n in sizes}
+    for n in sizes:  # warm-up
+        dist.all_reduce(buffers[n])
+    for rep in range(reps):
+        shift = rep % len(sizes)
+        for n in sizes[shift:] + sizes[:shift]:
+            dist.barrier()
+            t0 = time.perf_counter()
+            dist.all_reduce(buffers[n])
+            d.sync()
+            times[n].append(time.perf_counter() - t0)
+    medians = [statistics.median(d.max_over_ranks(times[n])) for n in sizes]
+    link = fit_link([4 * n for n in sizes], medians, d.world)
+    return {
+        "bytes": [4 * n for n in sizes],
+        "median_s": medians,
+        "predicted_s": [ring_allreduce_seconds(4 * n, d.world, link) for n in sizes],
+        "gbps": link.gbps,
+        "latency_us": link.latency_us,
+    }
+
+
+def bench_simulated_links(d: Dist, args: argparse.Namespace, name: str) -> dict[str, Any]:
+    """Step times with the real loopback and with simulated links, interleaved; see ``SimulatedLink``."""
+    t = args.reference_sync_interval
+    plain = build_model(name, args.seq_len).to(d.device)
+    n_params = count_params(plain)
+    device_ids = [d.local_rank] if d.device.type == "cuda" else None
+    ddp_real = DistributedDataParallel(copy.deepcopy(plain), device_ids=device_ids)
+    ddp_sim = DistributedDataParallel(copy.deepcopy(plain), device_ids=device_ids)
+    sim = SimulatedLink(d.world)
+    # A lambda: DDP checks the hook's annotations, which `from __future__ import annotations` turns into strings.
+    ddp_sim.register_comm_hook(None, lambda state, bucket: sim.ddp_hook(state, bucket))
+    opt_plain = torch.optim.AdamW(plain.parameters(), lr=args.lr)
+    opt_real = torch.optim.AdamW(ddp_real.parameters(), lr=args.lr)
+    opt_sim = torch.optim.AdamW(ddp_sim.parameters(), lr=args.lr)
+    batch = rank_batch(MODELS[name]["vocab_size"], args.batch_size, args.seq_len, d.rank, d.device)
+    lr = args.lr
+    for _ in range(args.warmup_steps):
+        for model, opt in ((plain, opt_plain), (ddp_real, opt_real), (ddp_sim, opt_sim)):
+            _step(model, opt, batch)
+
+    loopback = measure_loopback(d, n_params, reps=max(5, args.converge_reps // 2))
+    links = [("loopback model", Link(loopback["gbps"], loopback["latency_us"]))]
+    links += [(f"{g:g} Gb/s", Link(g, args.link_latency_us)) for g in args.simulate_links]
+    d.log(
+        f"  [{name}] loopback fit: {loopback['gbps']:.2f} Gb/s, {loopback['latency_us']:.1f} us per hop; "
+        f"simulating {[label for label, _ in links]}"
+    )
+
+    def simulated(link: Link, fn: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> None:
+            sim.link = link
+            try:
+                with sim.patched_all_reduce():
+                    fn()
+            finally:
+                sim.link = None
+
+        return run
+
+    # (mode, link label, Link or None for the real loopback, step function)
+    modes: list[tuple[str, str, Link | None, Callable[[], Any]]] = [
+        ("nocomm", "-", None, lambda: _step(plain, opt_plain, batch)),
+        ("ddp", "real loopback", None, lambda: _step(ddp_real, opt_real, batch)),
+    ]
+    local_real = _new_engine(t, plain, opt_plain, "local", lr)
+    shared_real = _new_engine(t, ddp_real.module, opt_real, "shared", lr)
+    modes.append(
+        ("local", "real loopback", None, lambda: _engine_step(local_real, plain, opt_plain, batch, lr))
+    )
+    modes.append(
+        ("shared", "real loopback", None, lambda: _engine_step(shared_real, ddp_real, opt_real, batch, lr))
+    )
+    for label, link in links:
+        local_e = _new_engine(t, plain, opt_plain, "local", lr)
+        shared_e = _new_engine(t, ddp_sim.module, opt_sim, "shared", lr)
+        modes += [
+            ("ddp", label, link, simulated(link, lambda: _step(ddp_sim, opt_sim, batch))),
+            (
+                "local",
+                label,
+                link,
+                simulated(link, lambda e=local_e: _engine_step(e, plain, opt_plain, batch, lr)),
+            ),
+            (
+                "shared",
+                label,
+                link,
+                simulated(link, lambda e=shared_e: _engine_step(e, ddp_sim, opt_sim, batch, lr)),
+            ),
+        ]
+
+    def window_steps(mode: str) -> int:
+        return args.window if mode in ("nocomm", "ddp") else math.ceil(args.window / t) * t
+
+    record: dict[tuple[str, str], dict[str, list]] = {
+        (m, lab): {"totals": [], "steps": [], "cpu": [], "times": [], "transfers": [], "modelled_s": []}
+        for m, lab, _, _ in modes
+    }
+    started = time.perf_counter()
+    for r in range(args.rounds):
+        shift = (r * 5) % len(modes)  # rotate by more than one mode per round: neighbours change too
+        order = modes[shift:] + modes[:shift]
+        for mode, label, _, fn in order:
+            n = window_steps(mode)
+            transfers, modelled = sim.transfers, sim.modelled_s
+            total, times, cpu = time_window(d, fn, n)
+            rec = record[(mode, label)]
+            rec["transfers"].append(sim.transfers - transfers)
+            rec["modelled_s"].append(sim.modelled_s - modelled)
+            rec["times"].extend(times)
+            rec["totals"].append(total)
+            rec["steps"].append(n)
+            rec["cpu"].append(cpu)
+        d.log(
+            f"  [{name}, simulated links] round {r + 1}/{args.rounds} done ({time.perf_counter() - started:.0f} s)"
+        )
+
+    grad_bytes = 4 * n_params
+    rows = []
+    for mode, label, link, _ in modes:
+        rec = record[(mode, label)]
+        sync_t = None if mode in ("nocomm", "ddp") else t
+        row: dict[str, Any] = {
+            "model": name,
+            "params": n_params,
+            "nproc": d.world,
+            "mode": mode,
+            "sync_interval": sync_t,
+            "link": label,
+            "simulated": link is not None,
+            "gbps": None if link is None else link.gbps,
+            "latency_us": None if link is None else link.latency_us,
+            "steps": sum(rec["steps"]),
+            "mean_ms": 1000 * sum(rec["totals"]) / sum(rec["steps"]),
+            "window_mean_ms": [1000 * tot / n for tot, n in zip(rec["totals"], rec["steps"])],
+            "cpu_share": sum(rec["cpu"]) / sum(rec["totals"]),
+            "robust_ms": 1000 * robust_step_seconds(rec["times"], sync_t),
+            # Simulated transfers on this rank and their modelled seconds, per step (0 when nothing is simulated).
+            "transfers_per_step": sum(rec["transfers"]) / sum(rec["steps"]),
+            "modelled_ms_per_step": 1000 * sum(rec["modelled_s"]) / sum(rec["steps"]),
+        }
+        if link is not None:
+            row["modelled_allreduce_ms"] = 1000 * ring_allreduce_seconds(grad_bytes, d.world, link)
+        rows.append(row)
+    return {
+        "model": name,
+        "params": n_params,
+        "nproc": d.world,
+        "sync_interval": t,
+        "grad_bytes": grad_bytes,
+        "loopback": loopback,
+        "link_latency_us": args.link_latency_us,
+        "rows": rows,
+        "loadavg": _loadavg(),
+    }
+
+
+def robust_step_seconds(times: Sequence[float], sync_interval: int | None) -> float:
+    """A load-robust twin of the window mean: the median step, plus for HDET the converge step's excess / T.
+
+    (The same estimate as ``add_robust_amortized``: medians ignore bursts of other work on a shared machine.)
+    """
+    if sync_interval is None or sync_interval == 1:
+        return statistics.median(times)
+    conv = [x for i, x in enumerate(times) if (i + 1) % sync_interval == 0]
+    other = [x for i, x in enumerate(times) if (i + 1) % sync_interval != 0]
+    med_other = statistics.median(other)
+    return med_other + (statistics.median(conv) - med_other) / sync_interval
+
+
+def analyse_simulation(sim: dict[str, Any], scale_params: int, hsdp_groups: Sequence[int]) -> dict[str, Any]:
+    """Ratios, validation and break-even bandwidths from one model's simulated-link rows (pure arithmetic).
+
+    - validation: each mode with the link model set to the loopback fit vs the same mode measured for real.
+    - ratios: DDP / HDET-local and shared / HDET-local at each simulated link, as measured; next to them the
+      prediction of ``simlink.step_times`` from the measured no-comm step and the DDP overlap fitted from
+      the measured rows.
+    - scaled: the same prediction for a ``scale_params`` model: its gradient bytes (fp32) modelled, its compute
+      = the measured no-comm step x ``scale_params / params`` (compute ~ parameters at a fixed token count per
+      step), the fitted overlap scaled the same way. HSDP rows: ``G`` replica groups, each sending its whole
+      replica across groups (the cross-group traffic only; traffic inside a group is the same in every mode).
+    """
+    rows = sim["rows"]
+    world, t, grad_bytes = sim["nproc"], sim["sync_interval"], sim["grad_bytes"]
+
+    def row(mode: str, link: str) -> dict[str, Any]:
+        return next(r for r in rows if (r["mode"], r["link"]) == (mode, link))
+
+    nocomm = row("nocomm", "-")["mean_ms"] / 1000
+    validation = []
+    for mode in ("ddp", "local", "shared"):
+        real, model = row(mode, "real loopback"), row(mode, "loopback model")
+        validation.append(
+            {
+                "mode": mode,
+                "measured_ms": real["mean_ms"],
+                "simulated_ms": model["mean_ms"],
+                "simulated_vs_measured": model["mean_ms"] / real["mean_ms"],
+                "robust_simulated_vs_measured": model["robust_ms"] / real["robust_ms"],
+                "measured_over_nocomm_ms": real["mean_ms"] - 1000 * nocomm,
+                "simulated_over_nocomm_ms": model["mean_ms"] - 1000 * nocomm,
+                "within_10pct": "yes" if abs(model["mean_ms"] / real["mean_ms"] - 1) <= 0.10 else "no",
+            }
+        )
+    sim_links = [r["link"] for r in rows if r["mode"] == "ddp" and r["simulated"]]
+    link_of = {r["link"]: Link(r["gbps"], r["latency_us"]) for r in rows if r["simulated"]}
+    exposed = [max(0.0, row("ddp", lab)["mean_ms"] / 1000 - nocomm) for lab in sim_links]
+    comm = [ring_allreduce_seconds(grad_bytes, world, link_of[lab]) for lab in sim_links]
+    overlap = fit_overlap(nocomm, exposed, comm)
+    ratios = []
+    for lab in sim_links:
+        ddp, local, shared = (row(m, lab)["mean_ms"] for m in ("ddp", "local", "shared"))
+        p_ddp, p_local = step_times(nocomm, grad_bytes, world, link_of[lab], t, overlap_s=overlap)
+        ratios.append(
+            {
+                "link": lab,
+                "gbps": link_of[lab].gbps,
+                "modelled_allreduce_ms": 1000 * ring_allreduce_seconds(grad_bytes, world, link_of[lab]),
+                "ddp_ms": ddp,
+                "local_ms": local,
+                "shared_ms": shared,
+                "ddp_vs_local": ddp / local,
+                "robust_ddp_vs_local": row("ddp", lab)["robust_ms"] / row("local", lab)["robust_ms"],
+                "shared_vs_local": shared / local,
+                "predicted_ddp_vs_local": p_ddp / p_local,
+            }
+        )
+    latency = sim["link_latency_us"]
+    gbps_points = [
+        r["gbps"] for r in rows if r["mode"] == "ddp" and r["simulated"] and r["link"] != "loopback model"
+    ]
+
+    def scenario(
+        label: str, nbytes: float, groups: int, compute_s: float, overlap_s: float
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "scenario": label,
+            "replicas": groups,
+            "bytes": nbytes,
+            "compute_s": compute_s,
+            "overlap_s": overlap_s,
+            "sync_interval": t,
+        }
+        for g in gbps_points:
+            ddp, local = step_times(compute_s, nbytes, groups, Link(g, latency), t, overlap_s=overlap_s)
+            out[f"ratio_{g:g}"] = ddp / local
+            out[f"ratio_{g:g}_no_overlap"] = (lambda a, b: a / b)(
+                *step_times(compute_s, nbytes, groups, Link(g, latency), t)
+            )
+        for target in (2.0, 1.1):
+            out[f"break_even_{target:g}x_gbps"] = break_even_bandwidth(
+                target, compute_s, nbytes, groups, t, latency_us=latency, overlap_s=overlap_s
+            )
+        return out
+
+    scale = scale_params / sim["params"]
+    scenarios = [
+        scenario(
+            f"{sim['model']} ({sim['params'] / 1e6:.1f}M), {world} replicas",
+            grad_bytes,
+            world,
+            nocomm,
+            overlap,
+        ),
+        scenario(
+            f"{scale_params / 1e9:g}B params, {world} replicas (scaled compute)",
+            4 * scale_params,
+            world,
+            nocomm * scale,
+            overlap * scale,
+        ),
+    ]
+    for groups in hsdp_groups:
+        scenarios.append(
+            scenario(
+                f"{scale_params / 1e9:g}B params, HSDP {groups} replica groups (cross-group bytes)",
+                4 * scale_params,
+                groups,
+                nocomm * scale,
+                overlap * scale,
+            )
+        )
+    regime = [
+        {
+            "gbps": g,
+            "bytes": 4 * scale_params,
+            "replicas": world,
+            "modelled_allreduce_s": ring_allreduce_seconds(4 * scale_params, world, Link(g, latency)),
+            "max_compute_for_2x_s": max_compute_for_ratio(2.0, 4 * scale_params, world, Link(g, latency), t),
+        }
+        for g in gbps_points
+    ]
+    return {
+        "model": sim["model"],
+        "nproc": world,
+        "nocomm_ms": 1000 * nocomm,
+        "overlap_ms": 1000 * overlap,
+        "validation": validation,
+        "ratios": ratios,
+        "scenarios": scenarios,
+        "regime": regime,
+    }
+
+
 # ---------------------------------------------------------------------------------------------- memory
 class Memory:
     """Current and peak bytes: resident set on CPU (VmHWM reset via clear_refs), the caching allocator on CUDA."""
@@ -781,13 +1259,14 @@ def run_worker(args: argparse.Namespace) -> None:
         "converge": [],
         "memory": [],
         "converge_memory": [],
+        "simulation": [],
     }
     started = time.perf_counter()
     d.log(
         f"[{d.world} processes x {d.threads} thread(s), {usable_cores()} usable cores"
         f"{', OVERSUBSCRIBED' if part['oversubscribed'] else ''}; {args.backend} on {d.device.type}]"
     )
-    for name in args.models:
+    for name in args.models if not args.sim_only else []:
         d.log(f"step timing: {name}")
         rows, state = bench_steps(d, args, name)
         part["steps"] += rows
@@ -795,7 +1274,10 @@ def run_worker(args: argparse.Namespace) -> None:
         part["converge"] += bench_converge(d, args, name, state["plain"], state["optimizer"])
         del state
         gc.collect()
-    if not args.skip_memory:
+    for name in args.models if args.simulate_links else []:
+        d.log(f"simulated links (a simulation; compute is real): {name}")
+        part["simulation"].append(bench_simulated_links(d, args, name))
+    if not args.skip_memory and not args.sim_only:
         mem = Memory(d.device)
         if mem.available:
             part["memory_method"] = mem.method
@@ -917,6 +1399,9 @@ def run_settings(args: argparse.Namespace) -> dict[str, Any]:
         "rounds": args.rounds,
         "warmup_steps": args.warmup_steps,
         "converge_reps": args.converge_reps,
+        "simulate_links_gbps": args.simulate_links,
+        "link_latency_us": args.link_latency_us,
+        "sim_only": args.sim_only,
     }
 
 
@@ -955,6 +1440,11 @@ def assemble(
         "converge": [r for p in parts for r in p["converge"]],
         "memory": [r for p in parts for r in p["memory"]],
         "converge_memory": [r for p in parts for r in p["converge_memory"]],
+        "simulation": [
+            {**analyse_simulation(sim, args.scale_params, args.hsdp_groups), "raw": sim}
+            for p in parts
+            for sim in p.get("simulation", [])
+        ],
     }
     add_robust_amortized(results["steps"])
     results["targets"] = evaluate_targets(results)
@@ -1132,6 +1622,77 @@ def render_markdown(results: dict[str, Any]) -> str:
             f"- {', '.join(map(str, oversub))} processes oversubscribe the cores: steps are slower and "
             "communication competes with compute for the same cores."
         )
+    if results["steps"]:
+        lines += render_standard_tables(results)
+    if results["memory"]:
+        method = next((p.get("memory_method") for p in results["runs"] if p.get("memory_method")), "")
+        lines += [
+            "",
+            "## Peak memory",
+            "",
+            f"Per process, above the state before the model is built ({method}); 3 training steps, the HDET "
+            "modes converge on the last one.",
+            "",
+            _table(
+                results["memory"],
+                [
+                    ("model", "model", 0),
+                    ("nproc", "procs", 0),
+                    ("mode", "mode", 0),
+                    ("peak_mib", "peak MiB", 1),
+                    ("vs_ddp", "vs DDP", 2),
+                ],
+            ),
+            "",
+            "Extra bytes one `fused_average_` allocates, by bucket cap (predicted: two consecutive bucket buffers "
+            "alive at once, as the current loop keeps the previous buffer referenced while allocating the next).",
+            "",
+            _table(
+                results["converge_memory"],
+                [
+                    ("model", "model", 0),
+                    ("nproc", "procs", 0),
+                    ("model_mib", "params MiB", 1),
+                    ("bucket_cap_mib", "bucket cap MiB", 2),
+                    ("buckets", "buckets", 0),
+                    ("measured_extra_mib", "measured extra MiB", 2),
+                    ("predicted_extra_mib", "predicted MiB", 2),
+                    ("one_bucket_live_mib", "largest bucket MiB", 2),
+                ],
+            ),
+        ]
+    if results["targets"]:
+        lines += [
+            "",
+            "## Targets",
+            "",
+            "measured: window means for steps, medians for the converge. robust estimate: amortized medians for "
+            "steps (median ordinary step + the converge step's excess / T), minimum times for the converge; both "
+            "resist bursts of other work on a shared machine.",
+            "",
+            _table(
+                results["targets"],
+                [
+                    ("model", "model", 0),
+                    ("nproc", "procs", 0),
+                    ("target", "ratio", 0),
+                    ("value", "measured", 3),
+                    ("robust", "robust estimate", 3),
+                    ("op", "", 0),
+                    ("threshold", "target", 2),
+                    ("verdict", "verdict", 0),
+                ],
+            ),
+            "",
+        ]
+    if results.get("simulation"):
+        lines += render_simulation(results)
+    return "\n".join(lines)
+
+
+def render_standard_tables(results: dict[str, Any]) -> list[str]:
+    """The optimizer-step and converge-alone tables."""
+    lines: list[str] = []
     lines += [
         "",
         "## Optimizer-step time",
@@ -1184,67 +1745,130 @@ def render_markdown(results: dict[str, Any]) -> str:
             ],
         ),
     ]
-    if results["memory"]:
-        method = next((p.get("memory_method") for p in results["runs"] if p.get("memory_method")), "")
+    return lines
+
+
+def render_simulation(results: dict[str, Any]) -> list[str]:
+    """The simulated-interconnect tables: validation, measured ratios, scaled scenarios, regime."""
+    lines = [
+        "",
+        "## Simulated interconnect (SIMULATION: compute measured, links between replicas modelled)",
+        "",
+        "Every cross-replica all-reduce of a step (DDP's gradient buckets through a DDP communication hook, "
+        "HDET's converge through `torch.distributed.all_reduce`) all-reduces only its last "
+        f"{SYNC_TAIL} elements for real (the ranks stay in lockstep, the converge's statistics stay exact) and "
+        "then waits what a ring all-reduce of all its bytes takes on the modelled link: "
+        "`2 (N-1) latency + 2 (N-1)/N bytes / bandwidth`, one transfer at a time (`scripts/simlink.py`). "
+        "The forward, backward and optimizer step are computed for real, interleaved with the measured modes. "
+        "Links are in Gb/s (10^9 bit/s); *loopback model* is the link fitted to this machine's real loopback "
+        "all-reduces.",
+    ]
+    for sim in results["simulation"]:
+        raw = sim["raw"]
+        lb = raw["loopback"]
         lines += [
             "",
-            "## Peak memory",
+            f"### {sim['model']} ({raw['params']:,} parameters, {raw['grad_bytes'] / MIB:.1f} MiB fp32), "
+            f"{sim['nproc']} processes, HDET T = {raw['sync_interval']} (simulation)",
             "",
-            f"Per process, above the state before the model is built ({method}); 3 training steps, the HDET "
-            "modes converge on the last one.",
+            f"Loopback fit: {lb['gbps']:.2f} Gb/s, {lb['latency_us']:.1f} us per hop, from real all-reduces of "
+            + ", ".join(
+                f"{b / MIB:.2f} MiB: {1000 * m:.2f} ms (model {1000 * p:.2f})"
+                for b, m, p in zip(lb["bytes"], lb["median_s"], lb["predicted_s"])
+            )
+            + f". Simulated links: {raw['link_latency_us']:g} us per hop. Load average at the end: "
+            f"{_fmt_load(raw.get('loadavg'))}.",
+            "",
+            "**Validation (simulation at loopback speed vs measured, side by side):**",
             "",
             _table(
-                results["memory"],
+                sim["validation"],
                 [
-                    ("model", "model", 0),
-                    ("nproc", "procs", 0),
                     ("mode", "mode", 0),
-                    ("peak_mib", "peak MiB", 1),
-                    ("vs_ddp", "vs DDP", 2),
+                    ("measured_ms", "measured ms/step", 1),
+                    ("simulated_ms", "simulated ms/step (loopback model)", 1),
+                    ("simulated_vs_measured", "simulated / measured", 3),
+                    ("robust_simulated_vs_measured", "robust: simulated / measured", 3),
+                    ("measured_over_nocomm_ms", "measured - no-comm ms", 1),
+                    ("simulated_over_nocomm_ms", "simulated - no-comm ms", 1),
+                    ("within_10pct", "within 10 %", 0),
                 ],
             ),
             "",
-            "Extra bytes one `fused_average_` allocates, by bucket cap (predicted: two consecutive bucket buffers "
-            "alive at once, as the current loop keeps the previous buffer referenced while allocating the next).",
+            f"**Measured step times with simulated links** (no-comm step {sim['nocomm_ms']:.1f} ms; predicted: "
+            f"`simlink.step_times` from the no-comm step and a DDP overlap of {sim['overlap_ms']:.1f} ms fitted "
+            "to these rows):",
             "",
             _table(
-                results["converge_memory"],
+                [r for r in sim["ratios"]],
                 [
-                    ("model", "model", 0),
-                    ("nproc", "procs", 0),
-                    ("model_mib", "params MiB", 1),
-                    ("bucket_cap_mib", "bucket cap MiB", 2),
-                    ("buckets", "buckets", 0),
-                    ("measured_extra_mib", "measured extra MiB", 2),
-                    ("predicted_extra_mib", "predicted MiB", 2),
-                    ("one_bucket_live_mib", "largest bucket MiB", 2),
+                    ("link", "link (simulated)", 0),
+                    ("modelled_allreduce_ms", "modelled gradient all-reduce ms", 1),
+                    ("ddp_ms", "DDP ms/step", 1),
+                    ("local_ms", "HDET local ms/step", 1),
+                    ("shared_ms", "HDET shared ms/step", 1),
+                    ("ddp_vs_local", "DDP / HDET local", 3),
+                    ("robust_ddp_vs_local", "robust DDP / local", 3),
+                    ("shared_vs_local", "shared / local", 3),
+                    ("predicted_ddp_vs_local", "predicted DDP / local", 3),
+                ],
+            ),
+            "",
+            "**Scenarios (simulation, modelled):** DDP / HDET-local step-time ratio per link speed (with the "
+            "fitted overlap; in brackets with none), and the break-even bandwidth: the link speed below which "
+            "HDET local is at least 2x (1.1x) faster than DDP. Compute of the scaled rows: the measured no-comm "
+            "step x (scaled parameters / measured parameters); overlap scaled the same way; fp32 bytes. HSDP "
+            "rows: only the cross-group traffic (each replica group sends its whole replica's bytes; traffic "
+            "inside a group is the same for DDP-style HSDP and HDET local and is not modelled).",
+            "",
+        ]
+        speeds = [r["gbps"] for r in sim["ratios"] if r["link"] != "loopback model"]
+        scen_rows = []
+        for sc in sim["scenarios"]:
+            row = {
+                "scenario": sc["scenario"],
+                "gib": sc["bytes"] / 2**30,
+                "compute": sc["compute_s"],
+                **{
+                    f"r{g:g}": f"{sc[f'ratio_{g:g}']:.2f} ({sc[f'ratio_{g:g}_no_overlap']:.2f})"
+                    for g in speeds
+                },
+                "be2": _fmt_gbps(sc["break_even_2x_gbps"]),
+                "be11": _fmt_gbps(sc["break_even_1.1x_gbps"]),
+            }
+            scen_rows.append(row)
+        lines += [
+            _table(
+                scen_rows,
+                [
+                    ("scenario", "scenario (simulation)", 0),
+                    ("gib", "GiB per all-reduce", 3),
+                    ("compute", "compute s/step", 2),
+                    *[(f"r{g:g}", f"{g:g} Gb/s", 0) for g in speeds],
+                    ("be2", "2x below (Gb/s)", 0),
+                    ("be11", "1.1x below (Gb/s)", 0),
+                ],
+            ),
+            "",
+            "**Regime (model only, no overlap):** the longest step compute for which HDET local is still 2x "
+            f"faster than DDP, for the scaled model's fp32 bytes over {sim['nproc']} replicas at T = "
+            f"{raw['sync_interval']}; a GPU step that computes faster than this is in the regime.",
+            "",
+            _table(
+                sim["regime"],
+                [
+                    ("gbps", "link Gb/s (simulated)", 0),
+                    ("modelled_allreduce_s", "modelled all-reduce s", 3),
+                    ("max_compute_for_2x_s", "2x when compute per step under (s)", 3),
                 ],
             ),
         ]
-    lines += [
-        "",
-        "## Targets",
-        "",
-        "measured: window means for steps, medians for the converge. robust estimate: amortized medians for "
-        "steps (median ordinary step + the converge step's excess / T), minimum times for the converge; both "
-        "resist bursts of other work on a shared machine.",
-        "",
-        _table(
-            results["targets"],
-            [
-                ("model", "model", 0),
-                ("nproc", "procs", 0),
-                ("target", "ratio", 0),
-                ("value", "measured", 3),
-                ("robust", "robust estimate", 3),
-                ("op", "", 0),
-                ("threshold", "target", 2),
-                ("verdict", "verdict", 0),
-            ],
-        ),
-        "",
-    ]
-    return "\n".join(lines)
+    lines.append("")
+    return lines
+
+
+def _fmt_gbps(value: float | None) -> str:
+    return "out of reach" if value is None else f"{value:.3g}"
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
