@@ -6,11 +6,46 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 import torch
 
 from hdet_hf.testing.processes import offline_cpu_env, torchrun_command
 
 WORKERS = Path(__file__).parent / "workers"
+BACKEND_ENV = "HDET_TEST_BACKEND"  # read by tests/workers/dist_backend.py
+
+
+def test_backend() -> str:
+    """gloo (default) or nccl, as ``pytest --dist-backend`` / ``HDET_TEST_BACKEND`` chose."""
+    return os.environ.get(BACKEND_ENV, "gloo").strip().lower() or "gloo"
+
+
+test_backend.__test__ = False  # a helper, not a test
+
+
+def worker_env() -> dict[str, str]:
+    """The workers' environment: offline and CPU-only under gloo; under NCCL the GPUs stay visible."""
+    env = offline_cpu_env()
+    if test_backend() == "nccl":
+        for key in ("CUDA_VISIBLE_DEVICES", "ACCELERATE_USE_CPU"):
+            env.pop(key, None)
+            if key in os.environ:
+                env[key] = os.environ[key]
+    return env
+
+
+def skip_unless_backend_fits(nproc: int) -> None:
+    """Under NCCL every process needs its own GPU: skip when there are fewer than ``nproc``."""
+    if test_backend() == "nccl":
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if gpus < nproc:
+            pytest.skip(f"NCCL needs one GPU per process: {nproc} processes, {gpus} GPU(s)")
+
+
+def gloo_only() -> None:
+    """For tests whose workers run on CPU only: skip them when the NCCL backend was chosen."""
+    if test_backend() != "gloo":
+        pytest.skip(f"this scenario runs on gloo/CPU only ({BACKEND_ENV}={test_backend()})")
 
 
 def user_env() -> dict[str, str]:
@@ -33,7 +68,7 @@ def torchrun(
     script = WORKERS / script if not os.path.isabs(str(script)) else Path(script)
     cmd = torchrun_command(script, nproc, args)
     proc = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=timeout, env=env if env is not None else offline_cpu_env()
+        cmd, capture_output=True, text=True, timeout=timeout, env=env if env is not None else worker_env()
     )
     if expect_failure:
         assert proc.returncode != 0, f"expected {Path(script).name} to fail:\n{proc.stdout[-3000:]}"

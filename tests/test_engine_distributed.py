@@ -1,10 +1,13 @@
-"""Engine, drop-in scheduler and Accelerate API under real gloo processes."""
+"""Engine, drop-in scheduler and Accelerate API under real gloo processes.
+
+The converge and controller tests also run on NCCL, one GPU per process (``pytest --dist-backend nccl``, as
+``scripts/gpu_check.sh`` runs them); the others are gloo-only and skip there."""
 
 import math
 
 import pytest
 import torch
-from distributed import load_ranks, torchrun
+from distributed import gloo_only, load_ranks, skip_unless_backend_fits, test_backend, torchrun
 
 from hdet_hf.engine import STATE_VERSION
 
@@ -13,8 +16,10 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_converge_is_the_exact_mean_on_every_rank(tmp_path, nproc):
+    skip_unless_backend_fits(nproc)
     torchrun("engine_worker.py", nproc, ["average", str(tmp_path)])
     ranks = load_ranks(tmp_path, nproc)
+    assert ranks[0]["device"].startswith("cuda" if test_backend() == "nccl" else "cpu")
     expected = sum(range(nproc)) / nproc
     for r in ranks:
         for p in r["rank_valued"]:
@@ -37,8 +42,10 @@ def test_converge_is_the_exact_mean_on_every_rank(tmp_path, nproc):
 
 
 def test_controller_moves_base_lr_toward_better_ranks(tmp_path):
+    skip_unless_backend_fits(2)
     torchrun("engine_worker.py", 2, ["controller", str(tmp_path)])
     ranks = load_ranks(tmp_path, 2)
+    assert ranks[0]["device"].startswith("cuda" if test_backend() == "nccl" else "cpu")
     for update in ("multiplicative", "additive"):
         up = ranks[0][f"up_{update}"]["scales"]
         down = ranks[0][f"down_{update}"]["scales"]
@@ -51,6 +58,7 @@ def test_controller_moves_base_lr_toward_better_ranks(tmp_path):
 
 
 def test_onecycleautolr_spreads_and_averages_across_processes(tmp_path):
+    gloo_only()
     torchrun("engine_worker.py", 2, ["onecycle", str(tmp_path)])
     r0, r1 = load_ranks(tmp_path, 2)
     # Spread from the very first step: rank LRs differ by 1.5/0.5 = 3x, mean = OneCycle's value.
@@ -72,6 +80,7 @@ def test_onecycleautolr_spreads_and_averages_across_processes(tmp_path):
 
 @pytest.mark.parametrize("gradient_sync", ["local", "shared"])
 def test_accelerate_api_counts_optimizer_steps_and_converges(tmp_path, gradient_sync):
+    gloo_only()
     torchrun("engine_worker.py", 2, ["accelerate", str(tmp_path), gradient_sync])
     r0, r1 = load_ranks(tmp_path, 2)
     assert r0["steps"] == 6  # 12 micro-batches, accumulation 2
@@ -90,6 +99,7 @@ def test_accelerate_api_counts_optimizer_steps_and_converges(tmp_path, gradient_
 
 @pytest.mark.parametrize("signal", ["averaged_probe", "train_and_averaged_probe"])
 def test_averaged_probe_scores_the_interval_mean_and_exploration_ends(tmp_path, signal):
+    gloo_only()
     torchrun("engine_worker.py", 2, ["exploration", str(tmp_path), signal])
     ranks = load_ranks(tmp_path, 2)
     for r in ranks:

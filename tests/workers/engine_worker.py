@@ -7,6 +7,7 @@ import sys
 
 import torch
 import torch.distributed as dist
+from dist_backend import device, init_process_group  # tests/workers/: gloo on CPU, or NCCL on CUDA
 from torch import nn
 
 from hdet_hf import HDETConfig, OneCycleAutoLR
@@ -20,42 +21,46 @@ def model_with_buffers() -> nn.Module:
 
 
 def scenario_average(rank: int, world: int) -> dict:
-    """Each rank sets its parameters to its rank number; one converge must give sum(range(N))/N exactly."""
-    model = model_with_buffers()
+    """Each rank sets its parameters to its rank number; one converge must give sum(range(N))/N exactly.
+
+    Runs on ``dist_backend.device()`` (CPU/gloo, or CUDA/NCCL); results come back on CPU."""
+    dev = device()
+    model = model_with_buffers().to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     engine = HDETEngine(HDETConfig(sync_interval=1, lr_spread=0.5), model, opt, total_steps=4)
     with torch.no_grad():
         for p in model.parameters():
             p.fill_(float(rank))
-    engine.add_loss(torch.tensor(10.0 + rank))
+    engine.add_loss(torch.tensor(10.0 + rank, device=dev))
     report = engine.end_step()
-    rank_valued = [p.detach().clone() for p in model.parameters()]
+    rank_valued = [p.detach().clone().cpu() for p in model.parameters()]
     # Random values next: every rank must end bit-identical, and equal to the float64 mean within rounding.
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(rank * 100 + p.numel())))
         model[1].running_mean.fill_(float(rank) + 0.25)
-    before = [p.detach().clone() for p in model.parameters()]
-    running_mean_before = model[1].running_mean.clone()
-    engine.add_loss(torch.tensor(1.0))
+    before = [p.detach().clone().cpu() for p in model.parameters()]
+    running_mean_before = model[1].running_mean.clone().cpu()
+    engine.add_loss(torch.tensor(1.0, device=dev))
     engine.end_step()
     return {
+        "device": str(dev),
         "rank_valued": rank_valued,
         "report": report.to_dict(),
         "before": before,
-        "after": [p.detach().clone() for p in model.parameters()],
+        "after": [p.detach().clone().cpu() for p in model.parameters()],
         "running_mean_before": running_mean_before,
-        "running_mean_after": model[1].running_mean.clone(),
+        "running_mean_after": model[1].running_mean.clone().cpu(),
         "num_batches_tracked": int(model[1].num_batches_tracked),
     }
 
 
 def scenario_controller(rank: int, world: int) -> dict:
     """Losses injected so that high-LR ranks do better ('up') or worse ('down'); record the base scale."""
-    out = {}
+    out = {"device": str(device())}
     for direction in ("up", "down"):
         for update in ("multiplicative", "additive"):
-            model = nn.Linear(3, 1)
+            model = nn.Linear(3, 1).to(device())
             opt = torch.optim.SGD(model.parameters(), lr=1e-3)
             temperature, mode = (1.0, "adaptive") if update == "multiplicative" else (0.01, "fixed")
             config = HDETConfig(
@@ -75,7 +80,7 @@ def scenario_controller(rank: int, world: int) -> dict:
             for _ in range(20):
                 m = engine.multiplier()
                 loss = 1.0 - 0.1 * m if direction == "up" else 1.0 + 0.1 * m
-                engine.add_loss(torch.tensor(loss))
+                engine.add_loss(torch.tensor(loss, device=device()))
                 report = engine.end_step()
                 engine.apply_lr([1e-3])
                 if report is not None and report.regular:
@@ -208,7 +213,7 @@ def scenario_exploration(rank: int, world: int, signal: str) -> dict:
 
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
-    dist.init_process_group("gloo")
+    init_process_group()
     rank, world = dist.get_rank(), dist.get_world_size()
     result = globals()[f"scenario_{scenario}"](rank, world, *extra)
     os.makedirs(dump_dir, exist_ok=True)
