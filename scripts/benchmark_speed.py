@@ -375,8 +375,9 @@ class Dist:
         if args.device == "cuda":
             if not torch.cuda.is_available():
                 raise SystemExit("--device cuda was given but torch.cuda.is_available() is False")
-            torch.cuda.set_device(self.local_rank)
-            self.device = torch.device("cuda", self.local_rank)
+            # More processes than GPUs (gloo only: NCCL refuses two ranks on one GPU) share them round-robin.
+            self.device = torch.device("cuda", self.local_rank % torch.cuda.device_count())
+            torch.cuda.set_device(self.device)
         else:
             self.device = torch.device("cpu")
         dist.init_process_group(backend=args.backend)
@@ -472,7 +473,7 @@ def bench_steps(d: Dist, args: argparse.Namespace, name: str) -> tuple[list[dict
     plain = build_model(name, args.seq_len).to(d.device)
     n_params = count_params(plain)
     wrapped = DistributedDataParallel(
-        copy.deepcopy(plain), device_ids=[d.local_rank] if d.device.type == "cuda" else None
+        copy.deepcopy(plain), device_ids=[d.device.index] if d.device.type == "cuda" else None
     )
     opt_plain = torch.optim.AdamW(plain.parameters(), lr=args.lr)
     opt_ddp = torch.optim.AdamW(wrapped.parameters(), lr=args.lr)
@@ -733,21 +734,41 @@ class SimulatedLink:
         tail = buffer.view(-1)[-SYNC_TAIL:]
         tail.div_(self.world)
         nbytes = buffer.numel() * buffer.element_size()
-        out: torch.futures.Future = torch.futures.Future()
+        cuda = buffer.is_cuda
+        out: torch.futures.Future = torch.futures.Future(devices=[buffer.device] if cuda else None)
 
-        def transfer(fut: torch.futures.Future) -> None:
-            try:
-                fut.wait()
-            except Exception as exc:  # surface a failed collective to DDP instead of hanging it
-                out.set_exception(exc)
-                return
+        def transfer() -> None:
             delay = self._finish_at(time.perf_counter(), nbytes) - time.perf_counter()
             if delay > 0:  # a timer thread waits, so the backward pass keeps computing meanwhile (overlap)
                 threading.Timer(delay, out.set_result, args=(buffer,)).start()
             else:
                 out.set_result(buffer)
 
-        dist.all_reduce(tail, async_op=True).get_future().add_done_callback(transfer)
+        work = dist.all_reduce(tail, async_op=True)
+        if cuda:
+            # NCCL's future completes on enqueue; the bucket is on the wire once the GPU has produced it and
+            # the real part is through: an event after both, waited for on a helper thread. (Untested: no GPU
+            # was available when this was written; scripts/gpu_check.sh runs it.)
+            work.wait()  # the current stream waits for the all-reduce (does not block the CPU under NCCL)
+            event = torch.cuda.Event()
+            event.record()
+
+            def wait_then_transfer() -> None:
+                event.synchronize()
+                transfer()
+
+            threading.Thread(target=wait_then_transfer, daemon=True).start()
+        else:
+
+            def done(fut: torch.futures.Future) -> None:
+                try:
+                    fut.wait()
+                except Exception as exc:  # surface a failed collective to DDP instead of hanging it
+                    out.set_exception(exc)
+                    return
+                transfer()
+
+            work.get_future().add_done_callback(done)
         return out
 
     @contextlib.contextmanager
@@ -763,6 +784,10 @@ class SimulatedLink:
                 raise ValueError(f"The simulated link models SUM all-reduces only, but got op={op!r}")
             flat = tensor.view(-1)
             real(flat[-SYNC_TAIL:], group=group)
+            if (
+                flat.is_cuda
+            ):  # the link starts when the GPU has produced the buffer, not when the CPU got here
+                torch.cuda.synchronize(flat.device)
             finish = self._finish_at(time.perf_counter(), tensor.numel() * tensor.element_size())
             flat[:-SYNC_TAIL].mul_(world)
             delay = finish - time.perf_counter()
@@ -808,7 +833,7 @@ def bench_simulated_links(d: Dist, args: argparse.Namespace, name: str) -> dict[
     t = args.reference_sync_interval
     plain = build_model(name, args.seq_len).to(d.device)
     n_params = count_params(plain)
-    device_ids = [d.local_rank] if d.device.type == "cuda" else None
+    device_ids = [d.device.index] if d.device.type == "cuda" else None
     ddp_real = DistributedDataParallel(copy.deepcopy(plain), device_ids=device_ids)
     ddp_sim = DistributedDataParallel(copy.deepcopy(plain), device_ids=device_ids)
     sim = SimulatedLink(d.world)
@@ -1145,7 +1170,7 @@ def bench_memory(
 ) -> dict[str, list[dict[str, Any]]]:
     steps = 3  # the HDET modes converge on the last of these (sync_interval=steps)
     batch = rank_batch(MODELS[name]["vocab_size"], args.batch_size, args.seq_len, d.rank, d.device)
-    device_ids = [d.local_rank] if d.device.type == "cuda" else None
+    device_ids = [d.device.index] if d.device.type == "cuda" else None
     mode_rows = []
     for mode in ("nocomm", "ddp", "local", "shared"):
         mem.clean()
