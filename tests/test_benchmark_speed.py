@@ -79,3 +79,50 @@ def test_quick_run_on_two_processes_writes_tables(tmp_path):
     targets = {t["target"] for t in results["targets"]}
     assert len(targets) == 4
     assert all(isinstance(t["met"], bool) and t["value"] > 0 for t in results["targets"])
+
+
+def test_help_lists_the_simulated_link_flags():
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60, env=_env()
+    )
+    assert proc.returncode == 0, proc.stderr
+    for flag in ("--simulate_links", "--link_latency_us", "--sim_only", "--scale_params", "--hsdp_groups"):
+        assert flag in proc.stdout
+    assert "SIMULATION" in proc.stdout
+
+
+@pytest.mark.slow
+def test_simulated_link_waits_the_modelled_time_and_is_labelled(tmp_path):
+    """A link so slow (0.01 Gb/s) that its modelled all-reduce (~3 s for the small model) dwarfs the compute:
+    every simulated DDP step must take at least that long (a wait cannot be shortened by load), a HDET local
+    step at least a 1/T share of it, and the real-loopback modes none of it."""
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--sim_only", "--simulate_links", "0.01", "--window", "2",
+         "--rounds", "1", "--reference_sync_interval", "2", "--sync_intervals", "2", "--warmup_steps", "1",
+         "--converge_reps", "4", "--output_dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=400, env=_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, (
+        f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-12000:]}"
+    )
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["steps"] == [] and results["converge"] == []  # --sim_only
+    (sim,) = results["simulation"]
+    rows = {(r["mode"], r["link"]): r for r in sim["raw"]["rows"]}
+    slow = rows[("ddp", "0.01 Gb/s")]
+    modelled = slow["modelled_allreduce_ms"]
+    assert modelled > 2000
+    assert slow["mean_ms"] >= modelled and slow["transfers_per_step"] >= 1
+    local = rows[("local", "0.01 Gb/s")]
+    assert local["mean_ms"] >= modelled / 2 and local["transfers_per_step"] == pytest.approx(0.5)
+    assert rows[("shared", "0.01 Gb/s")]["mean_ms"] >= modelled
+    for mode in ("nocomm", "ddp", "local", "shared"):
+        real = rows[(mode, "-" if mode == "nocomm" else "real loopback")]
+        assert real["transfers_per_step"] == 0 and not real["simulated"]
+    assert {v["mode"] for v in sim["validation"]} == {"ddp", "local", "shared"}
+    (ratio,) = [r for r in sim["ratios"] if r["link"] == "0.01 Gb/s"]
+    assert ratio["ddp_vs_local"] > 1.15  # DDP pays the slow link every step, HDET local once per T = 2
+    assert [s["replicas"] for s in sim["scenarios"]] == [2, 2, 2, 4]  # measured, 1B, HSDP 2 and 4 groups
+    markdown = (tmp_path / "results.md").read_text()
+    assert "## Simulated interconnect (SIMULATION" in markdown
+    assert markdown.count("(simulation)") >= 2
