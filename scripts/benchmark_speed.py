@@ -262,6 +262,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="2,4",
         help="Replica-group counts of the HSDP scenarios (cross-group traffic of the scaled model; default 2,4).",
     )
+    parser.add_argument(
+        "--rerender",
+        action="store_true",
+        help="Measure nothing: rebuild results.md, the derived tables of results.json and speed.png in "
+        "--output_dir from the raw runs recorded in its results.json (pass the flags the run used).",
+    )
     # Launcher -> worker: the file where rank 0 leaves its part of the results.
     parser.add_argument("--part_file", help=argparse.SUPPRESS)
     return parser
@@ -1092,12 +1098,17 @@ def analyse_simulation(sim: dict[str, Any], scale_params: int, hsdp_groups: Sequ
         )
     regime = [
         {
+            "model": label,
             "gbps": g,
-            "bytes": 4 * scale_params,
+            "bytes": nbytes,
             "replicas": world,
-            "modelled_allreduce_s": ring_allreduce_seconds(4 * scale_params, world, Link(g, latency)),
-            "max_compute_for_2x_s": max_compute_for_ratio(2.0, 4 * scale_params, world, Link(g, latency), t),
+            "modelled_allreduce_s": ring_allreduce_seconds(nbytes, world, Link(g, latency)),
+            "max_compute_for_2x_s": max_compute_for_ratio(2.0, nbytes, world, Link(g, latency), t),
         }
+        for label, nbytes in (
+            (f"{sim['model']} ({sim['params'] / 1e6:.1f}M)", grad_bytes),
+            (f"{scale_params / 1e9:g}B", 4 * scale_params),
+        )
         for g in gbps_points
     ]
     return {
@@ -1876,17 +1887,18 @@ def render_simulation(results: dict[str, Any]) -> list[str]:
             ),
             "",
             "**Regime (model only, no overlap):** the longest step compute for which HDET local is still 2x "
-            f"faster than DDP, for the scaled model's fp32 bytes over {sim['nproc']} replicas at T = "
-            f"{raw['sync_interval']}; a GPU step that computes faster than this is in the regime.",
+            f"faster than DDP, for fp32 gradients over {sim['nproc']} replicas at T = {raw['sync_interval']} "
+            "(independent of this machine's speed and load); a step that computes faster is in the regime.",
             "",
             _table(
                 sim["regime"],
                 [
+                    ("model", "model", 0),
                     ("gbps", "link Gb/s (simulated)", 0),
                     ("modelled_allreduce_s", "modelled all-reduce s", 3),
                     ("max_compute_for_2x_s", "2x when compute per step under (s)", 3),
                 ],
-            ),
+            ).replace("| - |", "| never (T too small) |"),
         ]
     lines.append("")
     return lines
@@ -1964,10 +1976,23 @@ def write_outputs(results: dict[str, Any], out_dir: Path, quiet: bool = False) -
     print(f"wrote {out_dir / 'results.json'}, results.md and speed.png", flush=True)
 
 
+def rerender(args: argparse.Namespace) -> None:
+    """Recompute every derived number and table from the raw runs of an earlier results.json."""
+    path = Path(args.output_dir) / "results.json"
+    if not path.exists():
+        raise SystemExit(f"--rerender: there is no {path} to rebuild; run the benchmark first")
+    old = json.loads(path.read_text())
+    results = assemble(args, old["runs"], seconds=old["wall_seconds"], command=old["command"])
+    results["date"] = old["date"]
+    write_outputs(results, Path(args.output_dir))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = resolve_args(argv)
-    if under_torchrun():
+    if args.rerender:
+        rerender(args)
+    elif under_torchrun():
         run_worker(args)
     else:
         launch(args, argv)

@@ -184,14 +184,17 @@ def break_even_bandwidth(
 
 def max_compute_for_ratio(
     ratio: float, grad_bytes: float, world: int, link: Link, sync_interval: int
-) -> float:
+) -> float | None:
     """The longest step compute (seconds) for which DDP / HDET-local still reaches ``ratio`` with no overlap.
 
     Solves ``(c + comm) / (c + conv / T) = ratio`` for ``c``: the regime statement "HDET local is ``ratio``x
-    faster when a step computes in under this", independent of how fast this machine computes.
+    faster when a step computes in under this", independent of how fast this machine computes. None when no
+    compute time reaches it (``T <= ratio``: even a step with no compute is at most ``T``x faster).
     """
     if ratio <= 1:
         raise ValueError(f"Expected a DDP / HDET-local ratio above 1, but got {ratio!r}")
     comm = ring_allreduce_seconds(grad_bytes, world, link)
     amortized = comm / sync_interval
-    return max(0.0, (comm - ratio * amortized) / (ratio - 1))
+    if comm - ratio * amortized <= 0:
+        return None
+    return (comm - ratio * amortized) / (ratio - 1)
