@@ -262,6 +262,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="2,4",
         help="Replica-group counts of the HSDP scenarios (cross-group traffic of the scaled model; default 2,4).",
     )
+    sim.add_argument(
+        "--sim_reference_compute",
+        help="A results.json of an earlier (e.g. idle-machine) full run: its no-comm step time of the same model "
+        "and process count is used as a second compute time in the scenario tables, next to this run's.",
+    )
     parser.add_argument(
         "--rerender",
         action="store_true",
@@ -984,7 +989,28 @@ def robust_step_seconds(times: Sequence[float], sync_interval: int | None) -> fl
     return med_other + (statistics.median(conv) - med_other) / sync_interval
 
 
-def analyse_simulation(sim: dict[str, Any], scale_params: int, hsdp_groups: Sequence[int]) -> dict[str, Any]:
+def reference_compute(path: str | None, model: str, nproc: int) -> tuple[str, float] | None:
+    """(label, seconds): the no-comm mean step of ``model`` at ``nproc`` in another run's results.json."""
+    if not path:
+        return None
+    try:
+        other = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(
+            f"--sim_reference_compute: cannot read {path} ({exc}); pass a benchmark results.json"
+        ) from None
+    for row in other.get("steps", []):
+        if (row["model"], row["nproc"], row["mode"]) == (model, nproc, "nocomm"):
+            return f"{path}, {str(other.get('date', '?'))[:10]}", row["mean_ms"] / 1000
+    raise SystemExit(f"--sim_reference_compute: {path} has no no-comm row for {model} at {nproc} processes")
+
+
+def analyse_simulation(
+    sim: dict[str, Any],
+    scale_params: int,
+    hsdp_groups: Sequence[int],
+    reference: tuple[str, float] | None = None,
+) -> dict[str, Any]:
     """Ratios, validation and break-even bandwidths from one model's simulated-link rows (pure arithmetic).
 
     - validation: each mode with the link model set to the loopback fit vs the same mode measured for real.
@@ -1096,6 +1122,38 @@ def analyse_simulation(sim: dict[str, Any], scale_params: int, hsdp_groups: Sequ
                 overlap * scale,
             )
         )
+    if reference is not None:
+        # The same scenarios with the compute of another run (an idle machine): comm does not slow with load.
+        where, ref_s = reference
+        ref_overlap = overlap * ref_s / nocomm
+        scenarios.append(
+            scenario(
+                f"{sim['model']}, {world} replicas, compute from {where}",
+                grad_bytes,
+                world,
+                ref_s,
+                ref_overlap,
+            )
+        )
+        scenarios.append(
+            scenario(
+                f"{scale_params / 1e9:g}B params, {world} replicas, compute from {where} (scaled)",
+                4 * scale_params,
+                world,
+                ref_s * scale,
+                ref_overlap * scale,
+            )
+        )
+        for groups in hsdp_groups:
+            scenarios.append(
+                scenario(
+                    f"{scale_params / 1e9:g}B params, HSDP {groups} groups, compute from {where} (scaled)",
+                    4 * scale_params,
+                    groups,
+                    ref_s * scale,
+                    ref_overlap * scale,
+                )
+            )
     regime = [
         {
             "model": label,
@@ -1477,7 +1535,15 @@ def assemble(
         "memory": [r for p in parts for r in p["memory"]],
         "converge_memory": [r for p in parts for r in p["converge_memory"]],
         "simulation": [
-            {**analyse_simulation(sim, args.scale_params, args.hsdp_groups), "raw": sim}
+            {
+                **analyse_simulation(
+                    sim,
+                    args.scale_params,
+                    args.hsdp_groups,
+                    reference_compute(args.sim_reference_compute, sim["model"], sim["nproc"]),
+                ),
+                "raw": sim,
+            }
             for p in parts
             for sim in p.get("simulation", [])
         ],
@@ -1636,7 +1702,13 @@ def render_markdown(results: dict[str, Any]) -> str:
     lines = [
         "# HDET speed benchmark",
         "",
-        f"- date: {results['date']}; wall time {results['wall_seconds'] / 60:.1f} min",
+        f"- date: {results['date']}; wall time {results['wall_seconds'] / 60:.1f} min"
+        + (
+            f"; tables rebuilt from the recorded raw runs on {results['rerendered']['date']} with "
+            f"`{results['rerendered']['command']}`"
+            if results.get("rerendered")
+            else ""
+        ),
         f"- machine: {m['usable_cores']} usable cores ({m['cpu']}), {m['ram_gib']} GiB RAM, Python {m['python']}, "
         f"torch {m['torch']}, transformers {m['transformers']}",
         f"- batch {s['batch_size']} x {s['seq_len']} tokens per rank, AdamW, {s['device']}/{s['backend']}; "
@@ -1984,6 +2056,7 @@ def rerender(args: argparse.Namespace) -> None:
     old = json.loads(path.read_text())
     results = assemble(args, old["runs"], seconds=old["wall_seconds"], command=old["command"])
     results["date"] = old["date"]
+    results["rerendered"] = {"date": _now(), "command": _command_line()}
     write_outputs(results, Path(args.output_dir))
 
 
