@@ -20,6 +20,12 @@ Three measurements, each on the same models, the same per-rank batch and the sam
    with glibc told to ``mmap`` every allocation above 64 KiB so freed buffers leave the resident set. On
    CUDA: ``torch.cuda.max_memory_allocated`` above ``memory_allocated``.
 
+4. **Simulated interconnect** (``--simulate_links 1,10,25,100``; a SIMULATION, labelled so in every table):
+   DDP, HDET ``local`` and ``shared`` steps with every cross-replica all-reduce's bytes sent over a modelled
+   ring link (``scripts/simlink.py``) instead of loopback, compute measured for real (see ``SimulatedLink``);
+   validated against the real loopback with the link model set to its fitted speed; then DDP / HDET-local
+   ratios, break-even bandwidths, and scenarios for a scaled model and HSDP replica groups.
+
 Launch it plainly and it starts itself under ``torch.distributed.run`` once per ``--nprocs`` entry, or
 launch it with ``torchrun`` yourself (then ``--nprocs`` is ignored). Rank 0 prints markdown tables and
 writes ``results.json``, ``results.md`` and ``speed.png`` into ``--output_dir``.
@@ -28,6 +34,7 @@ Example:
     python scripts/benchmark_speed.py --quick                    # smoke run, well under a minute
     python scripts/benchmark_speed.py                            # full run: 2 and 4 processes, both models
     torchrun --nproc_per_node 8 scripts/benchmark_speed.py --device cuda --backend nccl   # untested here
+    python scripts/benchmark_speed.py --nprocs 2 --models large --sim_only --simulate_links 1,10,25,100
 """
 
 from __future__ import annotations
@@ -709,8 +716,8 @@ class SimulatedLink:
     real part has completed and the link is free, and lasts ``ring_allreduce_seconds(bytes, world, link)``.
 
     Not sending the bytes (rather than sending them over loopback and waiting only the difference) is what
-    lets the simulation model links faster than this machine's loopback (~15 Gb/s here: 25 and 100 Gb/s are
-    faster); the cost is that the CPU time gloo spends reducing on this machine is left out, which the
+    lets the simulation model links faster than this machine's loopback (~16 Gb/s idle, 2 Gb/s under the
+    load of the recorded run: 25 and 100 Gb/s are faster); the cost is that the CPU time gloo spends reducing on this machine is left out, which the
     validation row (model at loopback speed vs the real collective) measures.
 
     Unsent values stand in for the all-reduce's result as if all replicas held the same values: DDP's bucket
