@@ -64,6 +64,8 @@ run() {
 if [ -n "$PLAN_TEST_NPROCS" ]; then
     run nccl_tests 120 "$PY" -m pytest -q -x -rs --dist-backend nccl tests/test_engine_distributed.py \
         -k "exact_mean or controller_moves"
+else
+    ROWS+=("| nccl_tests | skipped: NCCL needs one GPU per process, found $GPUS | - | - | - |")
 fi
 
 # ---- 3. DDP vs HDET local/shared throughput, converge vs one flat all-reduce, memory
