@@ -2052,7 +2052,8 @@ def write_outputs(results: dict[str, Any], out_dir: Path, quiet: bool = False) -
         plot(results, out_dir / "speed.png")
     if not quiet:
         print(markdown, flush=True)
-    print(f"wrote {out_dir / 'results.json'}, results.md and speed.png", flush=True)
+    plotted = " and speed.png" if results["steps"] else ""
+    print(f"wrote {out_dir / 'results.json'}, results.md{plotted}", flush=True)
 
 
 def rerender(args: argparse.Namespace) -> None:
