@@ -42,7 +42,8 @@ def plot_schedule(schedule: HDETSchedule | Mapping[str, Any], path: str | os.Pat
 
     Panels: (1) base LR per optimizer step, with the per-rank LRs (base x min .. max multiplier of
     each interval) shaded and converges marked; (2) each rank's loss at each converge, coloured by
-    its multiplier, with the averaging weights on a second axis; (3) only when other
+    its multiplier, with the controller's softmax weights (not averaging weights: a converge
+    averages replicas equally) on a second axis; (3) only when other
     hyperparameters were explored, their base values. A run with no converge yet still plots.
 
     Args:
@@ -259,12 +260,12 @@ def _plot_losses(fig: Figure, ax: Any, schedule: HDETSchedule) -> None:
             if points:
                 wx, wy = zip(*points, strict=True)
                 wax.plot(wx, wy, ls="--", lw=0.9, alpha=0.6, color=cmap(norm(float(np.nanmean(colours)))))
-        wax.set_ylabel("averaging weight (dashed)")
+        wax.set_ylabel("controller weight (dashed)")
         wax.set_ylim(bottom=0)
         # A twin axis is drawn on top of its host: lift the losses above the weight lines.
         ax.set_zorder(wax.get_zorder() + 1)
         ax.patch.set_visible(False)
-        handles.append(Line2D([], [], ls="--", color="0.5", label="averaging weight (right axis)"))
+        handles.append(Line2D([], [], ls="--", color="0.5", label="controller weight (right axis)"))
     ax.legend(handles=handles, loc="best", fontsize="small")
 
 
