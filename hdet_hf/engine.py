@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .collectives import broadcast_tensors_, fused_average_
+from .collectives import broadcast_tensors_, fused_average_, local_data
 from .config import HDETConfig
 from .controller import ControllerSettings, ControllerState, controller_step, loss_diverged
 from .hyperparameters import Hyperparameter
@@ -287,7 +287,7 @@ class HDETEngine:
         if self.world_size > 1:
             with torch.no_grad():
                 broadcast_tensors_(
-                    [p.data for p in self._params] + [b.data for b in self._buffers],
+                    [local_data(p) for p in self._params] + [local_data(b) for b in self._buffers],
                     src=0,
                     bucket_cap_bytes=self.bucket_cap_bytes,
                     group=self.group,
@@ -450,7 +450,7 @@ class HDETEngine:
     @torch.no_grad()
     def average_gradients(self) -> None:
         """DDP's gradient average, in one flat all-reduce; used during the synchronous warm-up only."""
-        grads = [p.grad for p in self._params if p.grad is not None]
+        grads = [local_data(p.grad) for p in self._params if p.grad is not None]
         if self.world_size > 1 and grads:
             fused_average_(
                 grads,
@@ -464,7 +464,7 @@ class HDETEngine:
     @torch.no_grad()
     def _update_window_average(self) -> None:
         """Fold this step's parameters into the running mean of the interval's iterates."""
-        params = [p.data for p in self._params]
+        params = [local_data(p) for p in self._params]
         if self._window_average is None:
             self._window_average = [p.clone() for p in params]
         self._window_average_count += 1
@@ -498,13 +498,13 @@ class HDETEngine:
 
     # ------------------------------------------------------------------------------------ converge
     def _tensors_to_average(self) -> list[torch.Tensor]:
-        tensors = [p.data for p in self._params] + [b.data for b in self._buffers]
+        tensors = [local_data(p) for p in self._params] + [local_data(b) for b in self._buffers]
         if self.config.average_optimizer_state:
             state = getattr(self.optimizer, "state", {})
             for p in self._params:
                 for value in state.get(p, {}).values():
                     if isinstance(value, torch.Tensor) and value.dim() > 0 and torch.is_floating_point(value):
-                        tensors.append(value)
+                        tensors.append(local_data(value))
         return tensors
 
     def _is_healthy(self, window_loss: float | None, probe_loss: float | None = None) -> bool:
@@ -517,7 +517,7 @@ class HDETEngine:
         ):
             return False
         # One host sync for all parameters, at a converge only.
-        finite = [torch.isfinite(p).all() for p in self._params] + self._optimizer_state_finite()
+        finite = [torch.isfinite(local_data(p)).all() for p in self._params] + self._optimizer_state_finite()
         return bool(torch.stack(finite).all())
 
     def _optimizer_state_finite(self) -> list[torch.Tensor]:
@@ -649,7 +649,7 @@ class HDETEngine:
         return report
 
     def _outer_step(self) -> None:
-        params = [p.data for p in self._params]
+        params = [local_data(p) for p in self._params]
         if self._outer_anchors is None or self._outer_momenta is None:
             # First regular converge: nothing to extrapolate from yet; the average becomes the anchor.
             self._outer_anchors = [p.clone() for p in params]
@@ -813,7 +813,7 @@ class HDETEngine:
 
     def _check_state_fits(self, state: dict[str, Any], source: str) -> None:
         """Saved tensors must match this model's trainable parameters (same count and shapes)."""
-        shapes = [tuple(p.shape) for p in self._params]
+        shapes = [tuple(local_data(p).shape) for p in self._params]
         for key in ("outer_anchors", "outer_momenta", "window_average"):
             tensors = state.get(key)
             if tensors is None:
