@@ -1,0 +1,114 @@
+"""HDET across HSDP replica groups: 4 gloo processes = 2 replica groups x 2 FSDP2 shards (tests/workers/hsdp_worker.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from distributed import load_ranks, torchrun
+
+pytestmark = pytest.mark.slow
+
+NPROC, SHARD, STEPS, T = 4, 2, 12, 4
+
+
+def groups_of(ranks: list[dict]) -> dict[int, list[dict]]:
+    by_group: dict[int, list[dict]] = {}
+    for r in ranks:
+        by_group.setdefault(r["replica_rank"], []).append(r)
+    return by_group
+
+
+def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    """Local mode with the controller on, saving a checkpoint mid-interval (step 6): also the resume reference."""
+    dump, ckpt = tmp_path_factory.mktemp("local"), tmp_path_factory.mktemp("ckpt")
+    torchrun("hsdp_worker.py", NPROC, ["local", str(dump), str(STEPS), "--auto_lr", "--save_at", "6", str(ckpt)])
+    return load_ranks(dump, NPROC), ckpt
+
+
+def check_replica_groups(ranks: list[dict]) -> None:
+    """What both modes promise: one hyperparameter set per group, groups apart between converges, one model after."""
+    assert [(r["replica_rank"], r["shard_rank"]) for r in ranks] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    groups = groups_of(ranks)
+    for step in range(1, STEPS + 1):
+        lrs = {g: {m["steps"][step]["lr"] for m in members} for g, members in groups.items()}
+        assert all(len(v) == 1 for v in lrs.values()), f"ranks of one group stepped with different LRs: {lrs}"
+        assert lrs[0] != lrs[1], f"step {step}: both groups ran the same LR {lrs}"
+        converged = step % T == 0 or step == STEPS
+        assert {r["steps"][step]["converged"] for r in ranks} == {converged}
+        for shard in range(SHARD):
+            a, b = (groups[g][shard]["steps"][step] for g in (0, 1))
+            # Before the HDET step the groups' shards differ (different LRs); after a converge they are one.
+            assert not same(a["pre"], b["pre"]), f"step {step}: groups hold the same shard {shard}"
+            if converged:
+                assert same(a["post"], b["post"]), f"step {step}: shard {shard} differs across groups after a converge"
+                for x, y, avg in zip(a["pre"], b["pre"], a["post"]):
+                    mean = (x.double() + y.double()) / 2
+                    assert torch.allclose(avg.double(), mean, atol=1e-6, rtol=0)
+            elif step != 6:  # step 6 saved a checkpoint, which converges first
+                assert not same(a["post"], b["post"])
+        if converged:
+            # Every rank gathered the same per-group losses: statistics agree inside a group and across columns.
+            losses = [r["steps"][step]["losses"] for r in ranks]
+            assert all(x == losses[0] for x in losses) and len(losses[0]) == 2 and losses[0][0] != losses[0][1]
+
+
+def cross_group(ranks: list[dict], phase: str) -> list[tuple]:
+    """Collectives of ``phase`` whose group spans more than one replica group."""
+    found = []
+    for r in ranks:
+        for p, step, name, members in r["collectives"]:
+            if p == phase and len({m // SHARD for m in members}) > 1:
+                found.append((r["rank"], step, name, members))
+    return found
+
+
+def test_local_mode_groups_explore_apart_and_converge_exactly(local_run):
+    ranks, _ = local_run
+    check_replica_groups(ranks)
+    # The shards really are sharded inside the group (reduce-scatter/all-gather ran there).
+    names = {name for r in ranks for p, _, name, members in r["collectives"] if p == "train"}
+    assert any("reduce_scatter" in n for n in names) and any("all_gather" in n for n in names), names
+    # No gradient (or any other) collective crosses groups between converges...
+    assert cross_group(ranks, "train") == []
+    # ...only the converge does: one fused all-reduce over the replicate group per converge, on each rank.
+    hdet = [(r["rank"], step) for r in ranks for p, step, name, m in r["collectives"] if p == "hdet" and len({x // SHARD for x in m}) > 1]
+    converges = list(range(T, STEPS + 1, T))
+    assert sorted({step for _, step in hdet}) == converges
+    assert len(hdet) == len(converges) * NPROC
+    # The controller moved the base LR (identically on every rank).
+    scales = {r["steps"][STEPS]["scale"] for r in ranks}
+    assert len(scales) == 1 and scales != {1.0}
+
+
+def test_shared_mode_all_reduces_gradients_across_groups(tmp_path):
+    torchrun("hsdp_worker.py", NPROC, ["shared", str(tmp_path), str(STEPS)])
+    ranks = load_ranks(tmp_path, NPROC)
+    check_replica_groups(ranks)
+    crossing = cross_group(ranks, "train")
+    # HSDP's own gradient all-reduce across groups, every step (what local mode leaves out).
+    assert {name for _, _, name, _ in crossing} == {"all_reduce"}
+    assert {step for _, step, _, _ in crossing} == set(range(1, STEPS + 1))
+
+
+def test_resume_reproduces_the_uninterrupted_run(local_run, tmp_path):
+    reference, ckpt = local_run
+    torchrun("hsdp_worker.py", NPROC, ["local", str(tmp_path), str(STEPS), "--auto_lr", "--resume", str(ckpt)])
+    resumed = load_ranks(tmp_path, NPROC)
+    for a, b in zip(reference, resumed):
+        assert sorted(b["steps"]) == list(range(7, STEPS + 1))
+        for step in range(7, STEPS + 1):
+            assert b["steps"][step]["lr"] == a["steps"][step]["lr"]
+            assert same(b["steps"][step]["post"], a["steps"][step]["post"]), f"rank {a['rank']} step {step}"
+            assert b["steps"][step]["scale"] == a["steps"][step]["scale"]
+
+
+def test_resume_with_another_shard_size_is_refused(local_run, tmp_path):
+    _, ckpt = local_run
+    torchrun("hsdp_worker.py", NPROC, ["local", str(tmp_path), str(STEPS), "--auto_lr", "--resume", str(ckpt), "--shard", "1"])
+    for r in load_ranks(tmp_path, NPROC):
+        assert "--hdet_hsdp_shard_size 2, but this run has 1" in r["error"]
