@@ -205,7 +205,7 @@ class HDETAccelerate:
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, CHECKPOINT_FILENAME.format(rank=dist.get_rank()))
         tmp = path + ".tmp"
-        torch.save(sharded_state(self.accelerator.unwrap_model(self.model), self.optimizer, engine), tmp)
+        torch.save(sharded_state(self.accelerator.unwrap_model(self.model), self.optimizer, engine.layout, engine), tmp)
         os.replace(tmp, path)
         dist.barrier()
 

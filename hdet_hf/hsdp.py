@@ -267,21 +267,26 @@ def _localise(value: Any) -> Any:
     return value
 
 
-def sharded_state(model: nn.Module, optimizer: torch.optim.Optimizer, engine: HSDPEngine) -> dict[str, Any]:
-    """This rank's checkpoint: its parameter shards, its optimizer state (shards), its HDET state; plain tensors.
+def sharded_state(
+    model: nn.Module, optimizer: torch.optim.Optimizer, layout: HSDPLayout, engine: HSDPEngine | None = None
+) -> dict[str, Any]:
+    """This rank's checkpoint: its parameter shards and optimizer state (shards), and its HDET state if
+    ``engine`` is given (the Trainer writes that to its own file); plain tensors.
 
     Loadable with ``torch.load(weights_only=True)``. Each group's shards together are one replica, so the
     files of one group are a full checkpoint of that replica.
     """
-    return {
+    state = {
         "version": HSDP_STATE_VERSION,
-        "layout": {**engine.layout.describe(), "replica_rank": engine.layout.replica_rank},
-        "shard_rank": engine.layout.shard_rank,
+        "layout": {**layout.describe(), "replica_rank": layout.replica_rank},
+        "shard_rank": layout.shard_rank,
         "model": {name: _localise(p) for name, p in model.named_parameters()},
         "buffers": {name: _localise(b) for name, b in model.named_buffers()},
         "optimizer": _localise(optimizer.state_dict()),
-        "engine": engine.state_dict(),
     }
+    if engine is not None:
+        state["engine"] = engine.state_dict()
+    return state
 
 
 def sources_for(replica_rank: int, saved_replicas: int, replicas: int) -> list[int]:
@@ -300,6 +305,7 @@ def load_sharded_state(
     optimizer: torch.optim.Optimizer,
     engine: HSDPEngine,
     *,
+    engine_state: dict[str, Any] | None = None,
     source: str = "HSDP checkpoint",
 ) -> list[str]:
     """Restore `sharded_state` files (``states[0]`` first; several when fewer replica groups resume more).
@@ -343,7 +349,9 @@ def load_sharded_state(
             if name in first["buffers"]:
                 local_data(b).copy_(first["buffers"][name])
     notes = engine.load_state_dict(
-        first["engine"], elastic=first["layout"]["num_replicas"] != layout.num_replicas, source=source
+        first["engine"] if engine_state is None else engine_state,
+        elastic=first["layout"]["num_replicas"] != layout.num_replicas,
+        source=source,
     )
     optimizer.load_state_dict(_globalise(_merge_moments([s["optimizer"] for s in states]), optimizer))
     return notes
