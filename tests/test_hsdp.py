@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from distributed import load_ranks, torchrun
+
+from hdet_hf.hsdp import load_sharded_state
 
 pytestmark = pytest.mark.slow
 
@@ -107,8 +111,48 @@ def test_resume_reproduces_the_uninterrupted_run(local_run, tmp_path):
             assert b["steps"][step]["scale"] == a["steps"][step]["scale"]
 
 
-def test_resume_with_another_shard_size_is_refused(local_run, tmp_path):
+def test_resume_with_another_shard_size_is_refused(local_run):
     _, ckpt = local_run
-    torchrun("hsdp_worker.py", NPROC, ["local", str(tmp_path), str(STEPS), "--auto_lr", "--resume", str(ckpt), "--shard", "1"])
-    for r in load_ranks(tmp_path, NPROC):
-        assert "--hdet_hsdp_shard_size 2, but this run has 1" in r["error"]
+    saved = torch.load(ckpt / "hdet_hsdp_rank0.pt", weights_only=True)
+    # Checked before anything is touched, so a stand-in for this run's engine (4 groups of 1) is enough.
+    layout = SimpleNamespace(shard_size=1, shard_rank=0, num_replicas=4)
+    with pytest.raises(ValueError, match="--hdet_hsdp_shard_size 2 .shard 0., but this process is shard 0 of 1"):
+        load_sharded_state([saved], None, None, SimpleNamespace(layout=layout))
+
+
+TRAINER_ARGS = [
+    "--hdet", "--hdet_hsdp_shard_size", "2", "--hdet_gradient_sync", "local", "--hdet_sync_interval", "4",
+    "--hdet_lr_spread", "0.5", "--max_steps", "8", "--save_strategy", "steps", "--save_steps", "6",
+    "--per_device_train_batch_size", "4", "--learning_rate", "1e-2", "--report_to", "none",
+]  # fmt: skip
+
+
+def test_trainer_route_trains_saves_and_resumes_exactly(tmp_path):
+    """HDETTrainer --hdet_hsdp_shard_size 2 on 4 processes; then a resume from checkpoint-6 on fresh processes."""
+    out = tmp_path / "out"
+    (tmp_path / "a").mkdir()
+    torchrun("hsdp_trainer_worker.py", NPROC, ["--dump_dir", str(tmp_path / "a"), "--output_dir", str(out), *TRAINER_ARGS])
+    ranks = load_ranks(tmp_path / "a", NPROC)
+    groups = groups_of(ranks)
+    for step in range(1, 9):
+        assert len({m["steps"][step]["lr"] for m in groups[0]}) == 1
+        assert {m["steps"][step]["lr"] for m in groups[0]} != {m["steps"][step]["lr"] for m in groups[1]} or step == 8
+        for shard in range(SHARD):
+            a, b = (groups[g][shard]["steps"][step]["shards"] for g in (0, 1))
+            # Converges at 4 and 8 (T) and before the checkpoint at 6; apart otherwise.
+            assert same(a, b) == (step in (4, 6, 8)), (step, shard)
+    assert ranks[0]["saved_matches_gathered"]  # the saved model is the gathered ensemble mean, loadable as is
+    names = {p.name for p in (out / "checkpoint-6").iterdir()}
+    assert {f"hdet_hsdp_rank{r}.pt" for r in range(NPROC)} <= names and "optimizer.pt" not in names
+
+    (tmp_path / "b").mkdir()
+    torchrun(
+        "hsdp_trainer_worker.py",
+        NPROC,
+        ["--dump_dir", str(tmp_path / "b"), "--resume", str(out / "checkpoint-6"), "--output_dir", str(tmp_path / "out_b"), *TRAINER_ARGS],
+    )
+    for a, b in zip(ranks, load_ranks(tmp_path / "b", NPROC)):
+        assert sorted(b["steps"]) == [7, 8]
+        for step in (7, 8):
+            assert b["steps"][step]["lr"] == a["steps"][step]["lr"]
+            assert same(b["steps"][step]["shards"], a["steps"][step]["shards"]), (a["rank"], step)
