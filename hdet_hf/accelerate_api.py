@@ -117,10 +117,10 @@ class HDETAccelerate:
                 "pass probe_fn=<callable returning the loss on one fixed batch> to HDETAccelerate.prepare(), "
                 "or use HDETConfig(controller_signal='train_loss')."
             )
+        check_no_accelerate_sharding(self.accelerator, hsdp=bool(self.config.hsdp_shard_size))
         if self.config.hsdp_shard_size:
             # HSDP: HDET builds the 2-D mesh and shards the model itself (Accelerate's FSDP plugin cannot run on
             # CPU, and in local mode must not all-reduce across groups); Accelerate only places it, no DDP.
-            check_no_accelerate_sharding(self.accelerator)
             self.layout = build_layout(self.config, self.accelerator.device.type)
             shard_model(model, self.layout, optimizer=getattr(optimizer, "optimizer", optimizer))
         if self.config.gradient_sync == "local" or self.layout is not None:

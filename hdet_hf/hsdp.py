@@ -43,6 +43,7 @@ __all__ = [
     "HSDPLayout",
     "HSDPEngine",
     "build_layout",
+    "reshard",
     "check_no_accelerate_sharding",
     "sources_for",
     "shard_model",
@@ -123,15 +124,27 @@ def build_layout(config: HDETConfig, device_type: str) -> HSDPLayout:
     return HSDPLayout(mesh=mesh, gradient_sync=config.gradient_sync)
 
 
-def check_no_accelerate_sharding(accelerator: Any) -> None:
-    """Refuse an Accelerator that shards by itself (FSDP plugin, DeepSpeed): HDET's HSDP shards the model."""
+def check_no_accelerate_sharding(accelerator: Any, hsdp: bool) -> None:
+    """Refuse an Accelerator that shards the model by itself (FSDP plugin, DeepSpeed) under HDET.
+
+    Without HSDP a model sharded over every process leaves no replicas to average; with HSDP, HDET shards the
+    model itself and Accelerate must not shard it again.
+    """
     kind = str(getattr(accelerator, "distributed_type", ""))
-    if "FSDP" in kind or "DEEPSPEED" in kind:
+    if "FSDP" not in kind and "DEEPSPEED" not in kind:
+        return
+    if hsdp:
         raise ValueError(
-            f"--hdet_hsdp_shard_size shards the model with FSDP2 itself, but the Accelerator is set up for "
-            f"{kind}. Launch with a plain multi-process config (e.g. accelerate_configs/gpu_2nodes_8each_hsdp.yaml, "
-            "or --multi_gpu) and keep --hdet_hsdp_shard_size."
+            f"--hdet_hsdp_shard_size shards the model with FSDP2 itself, but the Accelerator is set up for {kind} "
+            "(by the accelerate config or environment). Launch with a plain multi-process config (e.g. "
+            "accelerate_configs/gpu_2nodes_8each_hsdp.yaml, or --multi_gpu) and keep --hdet_hsdp_shard_size."
         )
+    raise ValueError(
+        f"--hdet does not run under Accelerate's {kind} (set by the accelerate config or environment): a model "
+        "sharded over every process leaves no replicas to average. For a model that does not fit on one device "
+        "use HDET's HSDP route: a plain multi-process launch plus --hdet_hsdp_shard_size N (FSDP2 inside each "
+        "group of N processes, one ensemble member per group; see the README)."
+    )
 
 
 def _blocks(model: nn.Module) -> list[nn.Module]:
@@ -168,6 +181,23 @@ def shard_model(
     return model
 
 
+def reshard(model: nn.Module | None) -> None:
+    """Put every FSDP2 module back in its sharded state (a no-op for those that are).
+
+    FSDP2 keeps the root module's parameters unsharded after a forward until the backward (its
+    ``reshard_after_forward`` is False); after a forward without backward (a probe, an evaluation) the module
+    would keep computing with those gathered copies and list them as its parameters. HDET reads and writes the
+    sharded storage, so it reshards first.
+    """
+    from torch.distributed.fsdp import FSDPModule
+
+    if model is None:
+        return
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
+
+
 class HSDPEngine(HDETEngine):
     """`HDETEngine` whose replicas are HSDP replica groups (see the module docstring).
 
@@ -185,6 +215,7 @@ class HSDPEngine(HDETEngine):
         layout: HSDPLayout,
     ) -> None:
         self.layout = layout
+        self._model = model
         super().__init__(
             config,
             model,
@@ -205,6 +236,7 @@ class HSDPEngine(HDETEngine):
     def converge(self, regular: bool = True):  # type: ignore[override]
         # The group's loss is its ranks' items together: sum the window sums and item counts over the group,
         # so every rank of the group scores (and every column of the mesh gathers) the same number.
+        reshard(self._model)  # the averaged shards must be what the next forward gathers
         own_sum, own_weight = float(self._loss_sum), float(self._loss_weight)
         group_sum, group_weight = self._group_reduce([own_sum, own_weight])
         self._loss_sum.fill_(group_sum)
@@ -233,9 +265,11 @@ class HSDPEngine(HDETEngine):
                 torch._foreach_copy_(local, self._window_average)
                 loss = float(self.probe_fn())
             finally:
+                reshard(self._model)  # drop the gathered interval-mean weights
                 torch._foreach_copy_(local, own)
         else:
             loss = float(self.probe_fn())
+            reshard(self._model)
         # Every rank of a group scores the same gathered weights on the same batch; the mean makes it exact.
         (total,) = self._group_reduce([loss])
         return total / self.layout.shard_size
@@ -254,6 +288,7 @@ def full_model_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
+    reshard(model)
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
@@ -276,6 +311,7 @@ def sharded_state(
     Loadable with ``torch.load(weights_only=True)``. Each group's shards together are one replica, so the
     files of one group are a full checkpoint of that replica.
     """
+    reshard(model)
     state = {
         "version": HSDP_STATE_VERSION,
         "layout": {**layout.describe(), "replica_rank": layout.replica_rank},
@@ -329,6 +365,7 @@ def load_sharded_state(
             f"resume with the same shard size only. Resume with --hdet_hsdp_shard_size {saved_shard} (any "
             "number of replica groups), or start a new run from the saved model."
         )
+    reshard(model)
     params = dict(model.named_parameters())
     if set(first["model"]) != set(params):
         raise ValueError(

@@ -185,10 +185,7 @@ class HDETTrainerMixin:
         if not self.hdet_enabled:
             return
         config = self.args.hdet_config
-        if config.hsdp_shard_size:
-            check_no_accelerate_sharding(self.accelerator)
-        else:
-            _refuse_accelerate_sharding(self.accelerator)
+        check_no_accelerate_sharding(self.accelerator, hsdp=bool(config.hsdp_shard_size))
         if config.gradient_sync == "local" or config.hsdp_shard_size:
             self.accelerator.prepare_model = _prepare_model_without_ddp(self.accelerator.prepare_model)
 
@@ -787,18 +784,6 @@ def _raise_on_every_rank(error: Exception | None, engine: HDETEngine) -> None:
                 raise cls(f"rank {rank}: {message}")
     if error is not None:
         raise error
-
-
-def _refuse_accelerate_sharding(accelerator: Any) -> None:
-    """Accelerate's FSDP or DeepSpeed (e.g. from an accelerate config) would shard the model under HDET."""
-    kind = str(getattr(accelerator, "distributed_type", ""))
-    if "FSDP" in kind or "DEEPSPEED" in kind:
-        raise ValueError(
-            f"--hdet does not run under Accelerate's {kind} (set by the accelerate config or environment): HDET "
-            "averages replicas, and a replica sharded by Accelerate is not one HDET can see. For a model that does "
-            "not fit on one device use HDET's HSDP route: a plain multi-process launch plus --hdet_hsdp_shard_size N "
-            "(FSDP2 inside each group of N processes, one ensemble member per group; see the README)."
-        )
 
 
 def _prepare_model_without_ddp(prepare_model):

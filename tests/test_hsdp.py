@@ -8,7 +8,7 @@ import pytest
 import torch
 from distributed import load_ranks, torchrun
 
-from hdet_hf.hsdp import load_sharded_state
+from hdet_hf.hsdp import check_no_accelerate_sharding, load_sharded_state
 
 pytestmark = pytest.mark.slow
 
@@ -84,9 +84,13 @@ def test_local_mode_groups_explore_apart_and_converge_exactly(local_run):
     converges = list(range(T, STEPS + 1, T))
     assert sorted({step for _, step in hdet}) == converges
     assert len(hdet) == len(converges) * NPROC
-    # The controller moved the base LR (identically on every rank).
+    # The controller moved the base LR (identically on every rank), scoring each group on the shared probe batch
+    # at its interval-mean weights: one score per group, the same on every rank.
     scales = {r["steps"][STEPS]["scale"] for r in ranks}
     assert len(scales) == 1 and scales != {1.0}
+    for step in converges:
+        probes = [r["steps"][step]["probe_losses"] for r in ranks]
+        assert all(p == probes[0] for p in probes) and len(probes[0]) == 2 and probes[0][0] != probes[0][1]
 
 
 def test_shared_mode_all_reduces_gradients_across_groups(tmp_path):
@@ -111,6 +115,25 @@ def test_resume_reproduces_the_uninterrupted_run(local_run, tmp_path):
             assert b["steps"][step]["scale"] == a["steps"][step]["scale"]
 
 
+def test_resume_on_more_replica_groups_is_elastic(local_run, tmp_path):
+    """2 groups x 2 shards saved, 3 groups x 2 shards resumed: new group 2 continues saved group 0's files."""
+    reference, ckpt = local_run
+    torchrun("hsdp_worker.py", 6, ["local", str(tmp_path), str(STEPS), "--auto_lr", "--resume", str(ckpt)])
+    ranks = load_ranks(tmp_path, 6)
+    assert [(r["replica_rank"], r["shard_rank"]) for r in ranks] == [(g, s) for g in range(3) for s in range(2)]
+    assert all(r["error"] is None and "world size 2 -> 3" in r["notes"][0] for r in ranks)
+    groups = groups_of(ranks)
+    for step in range(7, STEPS + 1):
+        lrs = [{m["steps"][step]["lr"] for m in groups[g]} for g in range(3)]
+        assert all(len(v) == 1 for v in lrs) and len(set.union(*lrs)) == 3, (step, lrs)
+        if step % T == 0:
+            for shard in range(SHARD):
+                posts = [groups[g][shard]["steps"][step]["post"] for g in range(3)]
+                assert same(posts[0], posts[1]) and same(posts[0], posts[2]), (step, shard)
+    # The controller state carried over: the first resumed converge starts from the saved scale.
+    assert ranks[0]["steps"][7]["scale"] == reference[0]["steps"][6]["scale"]
+
+
 def test_resume_with_another_shard_size_is_refused(local_run):
     _, ckpt = local_run
     saved = torch.load(ckpt / "hdet_hsdp_rank0.pt", weights_only=True)
@@ -118,6 +141,15 @@ def test_resume_with_another_shard_size_is_refused(local_run):
     layout = SimpleNamespace(shard_size=1, shard_rank=0, num_replicas=4)
     with pytest.raises(ValueError, match="--hdet_hsdp_shard_size 2 .shard 0., but this process is shard 0 of 1"):
         load_sharded_state([saved], None, None, SimpleNamespace(layout=layout))
+
+
+def test_accelerate_sharding_is_refused_naming_the_route():
+    fsdp = SimpleNamespace(distributed_type="DistributedType.FSDP")
+    with pytest.raises(ValueError, match="leaves no replicas to average.*--hdet_hsdp_shard_size N"):
+        check_no_accelerate_sharding(fsdp, hsdp=False)
+    with pytest.raises(ValueError, match="shards the model with FSDP2 itself.*plain multi-process config"):
+        check_no_accelerate_sharding(SimpleNamespace(distributed_type="DistributedType.DEEPSPEED"), hsdp=True)
+    check_no_accelerate_sharding(SimpleNamespace(distributed_type="DistributedType.MULTI_CPU"), hsdp=True)
 
 
 TRAINER_ARGS = [

@@ -107,10 +107,17 @@ def main() -> None:
         lr_spread=0.5,
         auto_lr=args.auto_lr,
         auto_lr_warmup_steps=1,
-        controller_signal="train_loss",
+        # The default signal: a shared probe batch scored at each group's interval-mean weights, plus train loss.
+        controller_signal="train_and_averaged_probe",
     )
+    probe_x, probe_y = batch(0, 999)  # the same batch on every rank
+
+    @torch.no_grad()
+    def probe() -> float:
+        return float(nn.functional.mse_loss(model(probe_x), probe_y))  # the sharded model (bound below)
+
     hdet = HDETAccelerate(accelerator, config, total_steps=args.steps)
-    model, optimizer, scheduler = hdet.prepare(model, optimizer)
+    model, optimizer, scheduler = hdet.prepare(model, optimizer, probe_fn=probe if args.auto_lr else None)
     start = 0
     out: dict = {"rank": rank, "steps": {}, "error": None}
     if args.resume:
@@ -142,6 +149,7 @@ def main() -> None:
             "post": [local_data(p).clone() for p in model.parameters()],
             "converged": report is not None,
             "losses": report.losses if report is not None else None,
+            "probe_losses": report.probe_losses if report is not None else None,
             "scale": hdet.engine.controllers["lr"].scale,
         }
         if args.save_at and step == int(args.save_at[0]):
