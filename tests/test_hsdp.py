@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -188,3 +189,18 @@ def test_trainer_route_trains_saves_and_resumes_exactly(tmp_path):
         for step in (7, 8):
             assert b["steps"][step]["lr"] == a["steps"][step]["lr"]
             assert same(b["steps"][step]["shards"], a["steps"][step]["shards"]), (a["rank"], step)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < NPROC, reason=f"needs {NPROC} CUDA devices (NCCL, one per process)")
+@pytest.mark.parametrize("mode", ["local", "shared"])
+def test_nccl_replica_groups(tmp_path, mode):
+    """The same protocol on GPUs with NCCL (what cannot run on this CPU machine)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    env.pop("ACCELERATE_USE_CPU", None)
+    torchrun("hsdp_worker.py", NPROC, [mode, str(tmp_path), str(STEPS), "--cuda"], env=env)
+    ranks = load_ranks(tmp_path, NPROC)
+    check_replica_groups(ranks)
+    crossing = {name for _, _, name, _ in cross_group(ranks, "train")}
+    assert crossing == (set() if mode == "local" else {"all_reduce"})

@@ -93,9 +93,11 @@ def main() -> None:
     parser.add_argument("--resume")
     parser.add_argument("--shard", type=int, default=2)
     parser.add_argument("--auto_lr", action="store_true")
+    parser.add_argument("--cuda", action="store_true", help="NCCL, one GPU per process (the GPU test)")
     args = parser.parse_args()
 
-    accelerator = Accelerator(cpu=True)
+    accelerator = Accelerator(cpu=not args.cuda)
+    device = accelerator.device
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = Tiny()
@@ -110,7 +112,7 @@ def main() -> None:
         # The default signal: a shared probe batch scored at each group's interval-mean weights, plus train loss.
         controller_signal="train_and_averaged_probe",
     )
-    probe_x, probe_y = batch(0, 999)  # the same batch on every rank
+    probe_x, probe_y = (t.to(device) for t in batch(0, 999))  # the same batch on every rank
 
     @torch.no_grad()
     def probe() -> float:
@@ -135,18 +137,18 @@ def main() -> None:
     for step in range(start + 1, args.steps + 1):
         phase[:] = ["train", step]
         lr = optimizer.param_groups[0]["lr"]
-        x, y = batch(step, rank)
+        x, y = (t.to(device) for t in batch(step, rank))
         loss = nn.functional.mse_loss(model(x), y)
         accelerator.backward(loss)
         optimizer.step()
-        pre = [local_data(p).clone() for p in model.parameters()]
+        pre = [local_data(p).cpu().clone() for p in model.parameters()]
         phase[0] = "hdet"
         report = hdet.step(loss)
         optimizer.zero_grad()
         out["steps"][step] = {
             "lr": lr,
             "pre": pre,
-            "post": [local_data(p).clone() for p in model.parameters()],
+            "post": [local_data(p).cpu().clone() for p in model.parameters()],
             "converged": report is not None,
             "losses": report.losses if report is not None else None,
             "probe_losses": report.probe_losses if report is not None else None,
@@ -155,7 +157,7 @@ def main() -> None:
         if args.save_at and step == int(args.save_at[0]):
             phase[0] = "save"
             hdet.save_checkpoint(args.save_at[1])
-            out["steps"][step]["post"] = [local_data(p).clone() for p in model.parameters()]
+            out["steps"][step]["post"] = [local_data(p).cpu().clone() for p in model.parameters()]
     out["collectives"] = log
     out["replica_rank"] = hdet.layout.replica_rank
     out["shard_rank"] = hdet.layout.shard_rank
