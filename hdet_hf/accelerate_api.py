@@ -44,6 +44,10 @@ class HDETAccelerate:
         enabled: ``False`` makes every call a plain pass-through (``prepare`` = ``accelerator.prepare``),
             so one script serves both HDET and DDP runs.
 
+    With ``HDETConfig(hsdp_shard_size=N)`` each group of N processes is one ensemble member, sharded with FSDP2
+    (`hdet_hf.hsdp`): ``prepare`` shards the model and re-points the optimizer, and `save_checkpoint` /
+    `load_checkpoint` write and read each rank's shards.
+
     Example (runs as is on one CPU process; launch the same loop with ``accelerate launch`` on N):
         >>> import torch
         >>> from accelerate import Accelerator

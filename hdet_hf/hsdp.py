@@ -37,7 +37,7 @@ from torch import nn
 
 from .collectives import local_data
 from .config import HDETConfig
-from .engine import AVERAGED_SIGNALS, HDETEngine
+from .engine import AVERAGED_SIGNALS, HDETEngine, SyncReport
 
 __all__ = [
     "HSDPLayout",
@@ -233,7 +233,7 @@ class HSDPEngine(HDETEngine):
             dist.all_reduce(tensor, op=op, group=self.layout.shard_group)
         return tensor.tolist()
 
-    def converge(self, regular: bool = True):  # type: ignore[override]
+    def converge(self, regular: bool = True) -> SyncReport:
         # The group's loss is its ranks' items together: sum the window sums and item counts over the group,
         # so every rank of the group scores (and every column of the mesh gathers) the same number.
         reshard(self._model)  # the averaged shards must be what the next forward gathers
