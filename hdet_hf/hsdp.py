@@ -226,6 +226,14 @@ class HSDPEngine(HDETEngine):
             group=layout.replicate_group,
         )
 
+    def _check_settings_agree(self) -> None:
+        # Across every process, not only this column of the mesh: two columns that disagree would hang apart.
+        group, self.group = self.group, None
+        try:
+            super()._check_settings_agree()
+        finally:
+            self.group = group
+
     def _group_reduce(self, values: list[float], op: Any = dist.ReduceOp.SUM) -> list[float]:
         """One small all-reduce over this rank's replica group (identical result on every rank of it)."""
         tensor = torch.tensor(values, dtype=torch.float64, device=self.layout.device)

@@ -772,10 +772,13 @@ def _read_saved_state(checkpoint: str) -> tuple[int, dict[str, Any]]:
 
 def _raise_on_every_rank(error: Exception | None, engine: HDETEngine) -> None:
     """Raise ``error`` here, and on every other rank too (one small collective), so no rank trains on alone."""
-    if engine.world_size > 1:
-        gathered: list[Any] = [None] * dist.get_world_size(engine.group)
+    # HSDP: the engine's group is one column of the mesh; a problem must stop every process, not only that column.
+    hsdp = isinstance(engine, HSDPEngine)
+    group = None if hsdp else engine.group
+    if engine.world_size > 1 or hsdp:
+        gathered: list[Any] = [None] * dist.get_world_size(group)
         mine = None if error is None else (type(error).__name__, str(error))
-        dist.all_gather_object(gathered, mine, group=engine.group)
+        dist.all_gather_object(gathered, mine, group=group)
         if error is None:
             failed = [(rank, item) for rank, item in enumerate(gathered) if item is not None]
             if failed:
