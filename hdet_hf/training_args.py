@@ -114,6 +114,7 @@ class HDETTrainingArguments(TrainingArguments):
     hdet_average_optimizer_state: bool = hdet_field("average_optimizer_state")
     hdet_bucket_size_mb: float = hdet_field("bucket_size_mb")
     hdet_base_schedule: str = hdet_field("base_schedule")
+    hdet_hsdp_shard_size: int = hdet_field("hsdp_shard_size")
 
     def __post_init__(self) -> None:
         _see_cpu_launch(self)
