@@ -6,15 +6,28 @@ of ``accelerator.prepare`` and one ``step(loss)`` call after ``optimizer.step()`
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from accelerate import Accelerator
 from torch import nn
 
 from .config import HDETConfig
 from .engine import ConvergeReport, HDETEngine
+from .hsdp import (
+    CHECKPOINT_FILENAME,
+    HSDPEngine,
+    HSDPLayout,
+    build_layout,
+    check_no_accelerate_sharding,
+    load_sharded_state,
+    shard_model,
+    sharded_state,
+    sources_for,
+)
 from .process import check_launch_seen
 from .schedulers import HDETLRScheduler
 
@@ -30,6 +43,10 @@ class HDETAccelerate:
         total_steps: planned optimizer steps (controller warm-up, final converge).
         enabled: ``False`` makes every call a plain pass-through (``prepare`` = ``accelerator.prepare``),
             so one script serves both HDET and DDP runs.
+
+    With ``HDETConfig(hsdp_shard_size=N)`` each group of N processes is one ensemble member, sharded with FSDP2
+    (`hdet_hf.hsdp`): ``prepare`` shards the model and re-points the optimizer, and `save_checkpoint` /
+    `load_checkpoint` write and read each rank's shards.
 
     Example (runs as is on one CPU process; launch the same loop with ``accelerate launch`` on N):
         >>> import torch
@@ -64,6 +81,8 @@ class HDETAccelerate:
         self.engine: HDETEngine | None = None
         self.lr_scheduler: HDETLRScheduler | None = None
         self.model: nn.Module | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.layout: HSDPLayout | None = None
         config.check_run_length(total_steps)
         if enabled:
             check_launch_seen(
@@ -102,7 +121,13 @@ class HDETAccelerate:
                 "pass probe_fn=<callable returning the loss on one fixed batch> to HDETAccelerate.prepare(), "
                 "or use HDETConfig(controller_signal='train_loss')."
             )
-        if self.config.gradient_sync == "local":
+        check_no_accelerate_sharding(self.accelerator, hsdp=bool(self.config.hsdp_shard_size))
+        if self.config.hsdp_shard_size:
+            # HSDP: HDET builds the 2-D mesh and shards the model itself (Accelerate's FSDP plugin cannot run on
+            # CPU, and in local mode must not all-reduce across groups); Accelerate only places it, no DDP.
+            self.layout = build_layout(self.config, self.accelerator.device.type)
+            shard_model(model, self.layout, optimizer=getattr(optimizer, "optimizer", optimizer))
+        if self.config.gradient_sync == "local" or self.layout is not None:
             model = self.accelerator.prepare_model(model, evaluation_mode=True)
             prepared = self.accelerator.prepare(optimizer, *rest)
             optimizer, *rest = prepared if rest else (prepared,)
@@ -110,14 +135,21 @@ class HDETAccelerate:
             model, optimizer, *rest = self.accelerator.prepare(model, optimizer, *rest)
         self.model = model
         raw_optimizer = getattr(optimizer, "optimizer", optimizer)
-        self.engine = HDETEngine(
-            self.config, self.accelerator.unwrap_model(model), raw_optimizer, self.total_steps
-        )
+        self.optimizer = raw_optimizer
+        if self.layout is not None:
+            self.engine = HSDPEngine(
+                self.config, self.accelerator.unwrap_model(model), raw_optimizer, self.total_steps, layout=self.layout
+            )
+        else:
+            self.engine = HDETEngine(
+                self.config, self.accelerator.unwrap_model(model), raw_optimizer, self.total_steps
+            )
         self.engine.probe_fn = probe_fn
         if lr_scheduler is None:
             lr_scheduler = torch.optim.lr_scheduler.LambdaLR(raw_optimizer, lambda _: 1.0)
         self.lr_scheduler = HDETLRScheduler(lr_scheduler, self.engine)
-        if self.config.gradient_sync == "local":
+        if self.config.gradient_sync == "local" or self.layout is not None:
+            # No DDP wrapper (and FSDP2 does not broadcast either): every replica starts from replica 0's weights.
             self.engine.broadcast_from_rank0()
         return (model, optimizer, *rest, self.lr_scheduler)
 
@@ -166,3 +198,53 @@ class HDETAccelerate:
         self.engine.load_state_dict(state)
         assert self.lr_scheduler is not None
         self.lr_scheduler.reapply()
+
+    # ------------------------------------------------------------------------------ HSDP checkpoints
+    def save_checkpoint(self, folder: str) -> None:
+        """HSDP runs: converge, then every rank writes ``hdet_hsdp_rank{r}.pt`` (its parameter and optimizer
+        shards and its HDET state; see `hdet_hf.hsdp.sharded_state`). A collective: call it on every rank."""
+        engine = self._hsdp_engine("save_checkpoint")
+        assert self.model is not None and self.optimizer is not None
+        self.converge()
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, CHECKPOINT_FILENAME.format(rank=dist.get_rank()))
+        tmp = path + ".tmp"
+        torch.save(sharded_state(self.accelerator.unwrap_model(self.model), self.optimizer, engine.layout, engine), tmp)
+        os.replace(tmp, path)
+        dist.barrier()
+
+    def load_checkpoint(self, folder: str) -> list[str]:
+        """Resume what `save_checkpoint` wrote, after ``prepare``. The number of replica groups may differ
+        (elastic, like the Trainer's resume); the processes per group may not. Returns the elastic-resume notes."""
+        engine = self._hsdp_engine("load_checkpoint")
+        assert self.model is not None and self.optimizer is not None and self.layout is not None
+        first = os.path.join(folder, CHECKPOINT_FILENAME.format(rank=0))
+        if not os.path.isfile(first):
+            raise FileNotFoundError(f"{folder} has no {os.path.basename(first)}: not an HDET HSDP checkpoint.")
+        saved = torch.load(first, weights_only=True)["layout"]
+        if saved["shard_size"] != self.layout.shard_size:
+            raise ValueError(
+                f"{folder} was saved with --hdet_hsdp_shard_size {saved['shard_size']}, but this run has "
+                f"{self.layout.shard_size}: HDET's sharded checkpoints resume with the same shard size only. "
+                f"Resume with --hdet_hsdp_shard_size {saved['shard_size']} (any number of replica groups)."
+            )
+        shard = self.layout.shard_rank
+        paths = [
+            os.path.join(folder, CHECKPOINT_FILENAME.format(rank=replica * saved["shard_size"] + shard))
+            for replica in sources_for(self.layout.replica_rank, saved["num_replicas"], self.layout.num_replicas)
+        ]
+        states = [torch.load(path, weights_only=True) for path in paths]
+        notes = load_sharded_state(
+            states, self.accelerator.unwrap_model(self.model), self.optimizer, engine, source=paths[0]
+        )
+        assert self.lr_scheduler is not None
+        self.lr_scheduler.reapply()
+        return notes
+
+    def _hsdp_engine(self, what: str) -> HSDPEngine:
+        if not isinstance(self.engine, HSDPEngine):
+            raise RuntimeError(
+                f"HDETAccelerate.{what}() is for HSDP runs (HDETConfig(hsdp_shard_size=N)), after prepare(); "
+                "for whole replicas save state_dict() with your own checkpoint."
+            )
+        return self.engine

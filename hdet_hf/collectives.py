@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 import torch
 import torch.distributed as dist
 
-__all__ = ["fused_average_", "broadcast_tensors_", "iter_buckets", "NoContributorError", "Workspace"]
+__all__ = ["fused_average_", "broadcast_tensors_", "iter_buckets", "NoContributorError", "Workspace", "local_data"]
 
 
 class NoContributorError(RuntimeError):
@@ -50,6 +50,18 @@ class Workspace:
         if buffer is None or buffer.numel() < numel or buffer.dtype != dtype or buffer.device != device:
             buffer = self.buffer = torch.empty(numel, dtype=dtype, device=device)
         return buffer[:numel]
+
+
+def local_data(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor this process holds, without autograd: ``.data``, or an FSDP2 parameter's local shard.
+
+    FSDP2 parameters (and their gradients and optimizer state) are DTensors; HDET averages each rank's own
+    shard across replica groups, so it reads and writes the local tensor, which is a view into FSDP's
+    sharded storage (in-place writes reach the parameter).
+    """
+    data = tensor.data
+    to_local = getattr(data, "to_local", None)
+    return to_local() if to_local is not None else data
 
 
 def _buffer_dtype(tensors: Sequence[torch.Tensor]) -> torch.dtype:
@@ -163,6 +175,7 @@ def broadcast_tensors_(
     """Copy rank ``src``'s tensors to every rank, one flat broadcast per bucket and dtype.
 
     Used once at start in ``local`` mode, where no DDP wrapper broadcasts the initial parameters.
+    ``src`` is a rank within ``group`` (the global rank when ``group`` is None).
     """
     by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
     for t in tensors:
@@ -172,7 +185,11 @@ def broadcast_tensors_(
         for bucket in iter_buckets(same, bucket_cap_bytes, element_size):
             parts = [same[i] for i in bucket]
             flat = torch.cat([t.reshape(-1) for t in parts])
-            dist.broadcast(flat, src=src, group=group)
+            # ``src`` is a rank of ``group`` (its global rank differs when the group is a replica group).
+            if group is None:
+                dist.broadcast(flat, src=src)
+            else:
+                dist.broadcast(flat, group=group, group_src=src)
             offset = 0
             for t in parts:
                 n = t.numel()

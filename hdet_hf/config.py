@@ -272,6 +272,15 @@ class HDETConfig:
             "choices": list(BASE_SCHEDULES),
         },
     )
+    hsdp_shard_size: int = field(
+        default=0,
+        metadata={
+            "help": "HSDP: shard each replica over this many processes with FSDP2 (one ensemble member per "
+            "replica group of N processes; the world size must be a multiple of N, e.g. 8 for one group per "
+            "8-GPU node). 'shared' mode all-reduces gradients across groups every step (HSDP), 'local' mode "
+            "only reduce-scatters inside a group. 0 (default): no sharding, every process holds a whole replica."
+        },
+    )
 
     def __post_init__(self) -> None:
         for name, kind in _field_kinds(type(self)).items():
@@ -408,6 +417,12 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('bucket_size_mb')} must be > 0 MiB and finite, but got {self.bucket_size_mb!r}: it is "
                 f"the size of a buffer that is allocated. Use e.g. {_flag('bucket_size_mb')} 256."
+            )
+        if not (isinstance(self.hsdp_shard_size, int) and not isinstance(self.hsdp_shard_size, bool)
+                and self.hsdp_shard_size >= 0):
+            raise ValueError(
+                f"{_flag('hsdp_shard_size')} must be an integer >= 0, but got {self.hsdp_shard_size!r}. Use 0 "
+                f"for whole replicas, or the processes per replica group (e.g. {_flag('hsdp_shard_size')} 8)."
             )
         # The permutation generator takes 64-bit seeds; a larger one fails only inside train().
         if not (isinstance(self.seed, int) and not isinstance(self.seed, bool) and -(2**63) <= self.seed < 2**63):

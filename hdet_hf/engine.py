@@ -137,7 +137,11 @@ class HDETEngine(ExploredValues):
         self.last_mean_loss: float | None = None
         self.first_mean_loss: float | None = None
         if self.world_size > 1:
-            check_settings_agree(config, total_steps, group)
+            self._check_settings_agree()
+
+    def _check_settings_agree(self) -> None:
+        """Refuse settings that differ between the processes of ``self.group`` (see `engine_state`)."""
+        check_settings_agree(self.config, self.total_steps, self.group)
 
     # ------------------------------------------------------------------------- records and learning rates
     # Views into the run record (read by the shells, scripts and tests).
@@ -222,7 +226,7 @@ class HDETEngine(ExploredValues):
         """This replica's row (no communication): its window loss, the controller's signal, whether it is
         healthy (enters the average) and scored (counts for the controller). Also returns whether it probed."""
         signal = self.config.controller_signal
-        mean_loss = self.window.mean_loss()
+        mean_loss = self._window_loss()
         probed = regular and signal != "train_loss" and self.controller_active()
         if probed and self.probe_fn is None:
             raise RuntimeError(f"controller_signal={signal!r} needs engine.probe_fn; HDETTrainer sets it")
@@ -230,9 +234,7 @@ class HDETEngine(ExploredValues):
         # current weights or (averaged signals) at their mean weights over the interval.
         probe_loss = None
         if probed:
-            assert self.probe_fn is not None
-            averaged = signal in AVERAGED_SIGNALS
-            probe_loss = self.window.score(self.replica.params, self.probe_fn, at_average=averaged)
+            probe_loss = self._probe_loss(at_average=signal in AVERAGED_SIGNALS)
         self.window.average_count = 0
         self.steps_since_converge = 0
         healthy = self._is_healthy(mean_loss, probe_loss)
@@ -247,6 +249,15 @@ class HDETEngine(ExploredValues):
         )
         multipliers = {name: self.multiplier(name, step=self.step) for name in layout.names}
         return layout.row(loss=loss, signal=value, healthy=healthy, scored=scored, multipliers=multipliers), probed
+
+    def _window_loss(self) -> float | None:
+        """This replica's item-weighted window loss (None: nothing to score); one host sync."""
+        return self.window.mean_loss()
+
+    def _probe_loss(self, at_average: bool) -> float:
+        """The probe's loss for this replica, at its current or (``at_average``) its interval-mean weights."""
+        assert self.probe_fn is not None
+        return self.window.score(self.replica.params, self.probe_fn, at_average=at_average)
 
     def _is_healthy(self, window_loss: float | None, probe_loss: float | None) -> bool:
         """Finite loss(es) and parameters, and a window loss that passes the divergence test (None: no score)."""

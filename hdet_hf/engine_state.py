@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
+from .collectives import local_data
 from .config import HDETConfig
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ def load_state_dict(engine: HDETEngine, state: Any, *, elastic: bool, source: st
 
 def check_tensors_fit(state: dict[str, Any], params: Sequence[torch.Tensor], source: str) -> None:
     """Saved tensors must match this model's trainable parameters (same count and shapes)."""
-    shapes = [tuple(p.shape) for p in params]
+    shapes = [tuple(local_data(p).shape) for p in params]
     for key in PARAMETER_SHAPED_FIELDS:
         tensors = state.get(key)
         if tensors is None:

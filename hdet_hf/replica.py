@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .collectives import Workspace, broadcast_tensors_, fused_average_
+from .collectives import Workspace, broadcast_tensors_, fused_average_, local_data
 
 __all__ = ["ReplicaTensors"]
 
@@ -54,20 +54,24 @@ class ReplicaTensors:
         return self._workspace if self.params[0].device.type == "cpu" else None
 
     def param_data(self) -> list[torch.Tensor]:
-        return [p.data for p in self.params]
+        """The parameters this process holds (an FSDP2 parameter's local shard), without autograd."""
+        return [local_data(p) for p in self.params]
+
+    def buffer_data(self) -> list[torch.Tensor]:
+        return [local_data(b) for b in self.buffers]
 
     def optimizer_tensors(self) -> list[torch.Tensor]:
         """The optimizer's floating-point per-parameter tensors (moments), in parameter order."""
         state = getattr(self.optimizer, "state", {})
         return [
-            value
+            local_data(value)
             for p in self.params
             for value in state.get(p, {}).values()
             if isinstance(value, torch.Tensor) and value.dim() > 0 and torch.is_floating_point(value)
         ]
 
     def to_average(self) -> list[torch.Tensor]:
-        tensors = self.param_data() + [b.data for b in self.buffers]
+        tensors = self.param_data() + self.buffer_data()
         if self.average_optimizer_state:
             tensors += self.optimizer_tensors()
         return tensors
@@ -95,7 +99,7 @@ class ReplicaTensors:
     @torch.no_grad()
     def broadcast_from_rank0(self, bucket_cap_bytes: int, group: dist.ProcessGroup | None) -> None:
         """Copy rank 0's parameters and buffers to every rank (what DDP does at wrap time)."""
-        tensors = self.param_data() + [b.data for b in self.buffers]
+        tensors = self.param_data() + self.buffer_data()
         broadcast_tensors_(tensors, src=0, bucket_cap_bytes=bucket_cap_bytes, group=group)
 
     @torch.no_grad()
@@ -103,7 +107,7 @@ class ReplicaTensors:
         self, rank: int, world_size: int, bucket_cap_bytes: int, group: dist.ProcessGroup | None
     ) -> None:
         """DDP's gradient sync, in one flat all-reduce."""
-        grads = [p.grad for p in self.params if p.grad is not None]
+        grads = [local_data(p.grad) for p in self.params if p.grad is not None]
         if grads:
             stats = torch.zeros(1, dtype=torch.float64)
             fused_average_(grads, stats, rank, world_size, bucket_cap_bytes=bucket_cap_bytes, group=group)

@@ -28,9 +28,21 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from transformers import Trainer, TrainerCallback
+from transformers.trainer import SCHEDULER_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .engine import HDETEngine
+from .hsdp import (
+    HSDPEngine,
+    HSDPLayout,
+    build_layout,
+    check_no_accelerate_sharding,
+    full_model_state_dict,
+    load_sharded_state,
+    shard_model,
+    sharded_state,
+    sources_for,
+)
 from .hyperparameters import (
     Hyperparameter,
     attention_temperature_hyperparameter,
@@ -55,7 +67,9 @@ logger = logging.getLogger(__name__)
 
 STATE_FILENAME = "hdet_state_rank{rank}.pt"
 OPTIMIZER_FILENAME = "hdet_optimizer_rank{rank}.pt"
-_PER_RANK_FILE = re.compile(r"hdet_(state|optimizer)_rank(\d+)\.pt")
+# HSDP: this rank's parameter and optimizer shards (the state file is then named by global rank too).
+SHARDS_FILENAME = "hdet_hsdp_rank{rank}.pt"
+_PER_RANK_FILE = re.compile(r"hdet_(state|optimizer|hsdp)_rank(\d+)\.pt")
 # The Trainer writes it last in a checkpoint (after weights, optimizer and scheduler), before rotation.
 TRAINER_STATE_FILENAME = "trainer_state.json"
 
@@ -68,7 +82,10 @@ class HDETCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         engine = self.trainer.hdet_engine
-        if engine is not None and args.hdet_config.gradient_sync == "local" and engine.step == 0:
+        if engine is not None and engine.step == 0 and (
+            args.hdet_config.gradient_sync == "local" or isinstance(engine, HSDPEngine)
+        ):
+            # No DDP wrapper (local mode, HSDP) to make the replicas start equal: replica 0's weights.
             engine.broadcast_from_rank0()
         # Model tags reach every card written later, including PEFT's adapter card, which rewrites the tag list.
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)
@@ -127,6 +144,7 @@ class HDETTrainerMixin:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.hdet_engine: HDETEngine | None = None
+        self.hdet_layout: HSDPLayout | None = None
         self._extra_hyperparameters: list[Hyperparameter] = []
         HDETTrainerMixin.instances_created += 1
         super().__init__(*args, **kwargs)
@@ -137,6 +155,11 @@ class HDETTrainerMixin:
                 "On a machine without GPUs pass --use_cpu (HDETTrainingArguments sets it by itself when it is "
                 "created after the launch), or set ACCELERATE_USE_CPU=1.",
             )
+            if self.args.hdet_config.hsdp_shard_size:
+                # HSDP: HDET shards the model with FSDP2 on its own 2-D mesh (see `hdet_hf.hsdp`), before the
+                # optimizer exists, so the optimizer is built on the sharded parameters.
+                self.hdet_layout = build_layout(self.args.hdet_config, self.accelerator.device.type)
+                shard_model(self.model, self.hdet_layout)
             self.add_callback(HDETCallback(self))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -154,7 +177,11 @@ class HDETTrainerMixin:
     # ------------------------------------------------------------------------------- set-up
     def create_accelerator_and_postprocess(self) -> None:
         super().create_accelerator_and_postprocess()
-        if self.hdet_enabled and self.args.hdet_config.gradient_sync == "local":
+        if not self.hdet_enabled:
+            return
+        config = self.args.hdet_config
+        check_no_accelerate_sharding(self.accelerator, hsdp=bool(config.hsdp_shard_size))
+        if config.gradient_sync == "local" or config.hsdp_shard_size:
             self.accelerator.prepare_model = _prepare_model_without_ddp(self.accelerator.prepare_model)
 
     def add_hyperparameter(self, hyperparameter: Hyperparameter) -> None:
@@ -235,7 +262,12 @@ class HDETTrainerMixin:
             super().create_scheduler(num_training_steps, optimizer)
         # The engine's optimizer must expose the real param groups and state (Accelerate wraps it).
         raw_optimizer = getattr(optimizer, "optimizer", optimizer)
-        self.hdet_engine = HDETEngine(config, self.model, raw_optimizer, num_training_steps)
+        if self.hdet_layout is not None:
+            self.hdet_engine = HSDPEngine(
+                config, self.model, raw_optimizer, num_training_steps, layout=self.hdet_layout
+            )
+        else:
+            self.hdet_engine = HDETEngine(config, self.model, raw_optimizer, num_training_steps)
         self._register_hyperparameters(self.hdet_engine, raw_optimizer)
         # The probe batch is only needed when a controller compares replicas on it.
         if config.controller_signal != "train_loss" and any(h.auto for h in self.hdet_engine.hparams.values()):
@@ -374,8 +406,15 @@ class HDETTrainerMixin:
         if engine is None:
             return
         os.makedirs(folder, exist_ok=True)
-        _atomic_save(engine.state_dict(), os.path.join(folder, STATE_FILENAME.format(rank=engine.rank)))
-        if not engine.config.average_optimizer_state:
+        if isinstance(engine, HSDPEngine):
+            # Named by global rank: the ranks of a replica group share the engine's (replica) rank.
+            rank = dist.get_rank()
+            _atomic_save(engine.state_dict(), os.path.join(folder, STATE_FILENAME.format(rank=rank)))
+            shards = sharded_state(self.accelerator.unwrap_model(self.model), self.optimizer, engine.layout)
+            _atomic_save(shards, os.path.join(folder, SHARDS_FILENAME.format(rank=rank)))
+        else:
+            _atomic_save(engine.state_dict(), os.path.join(folder, STATE_FILENAME.format(rank=engine.rank)))
+        if not engine.config.average_optimizer_state and not isinstance(engine, HSDPEngine):
             _atomic_save(
                 self.optimizer.state_dict(), os.path.join(folder, OPTIMIZER_FILENAME.format(rank=engine.rank))
             )
@@ -390,9 +429,16 @@ class HDETTrainerMixin:
         if engine is not None:
             run_dir = self._get_output_dir(trial=trial)
             self.save_hdet_state(os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"))
-            if engine.world_size > 1:
-                dist.barrier(group=engine.group)
+            if engine.world_size > 1 or isinstance(engine, HSDPEngine):
+                dist.barrier(group=None if isinstance(engine, HSDPEngine) else engine.group)
         super()._save_checkpoint(model, trial)
+
+    def _save_optimizer_and_scheduler(self, output_dir: str) -> None:
+        if self.hdet_layout is None:
+            return super()._save_optimizer_and_scheduler(output_dir)
+        # HSDP: the optimizer's shards are in each rank's hdet_hsdp_rank*.pt; the scheduler is the same everywhere.
+        if self.args.should_save:
+            torch.save(self.lr_scheduler.state_dict(), os.path.join(output_dir, SCHEDULER_NAME))
 
     def save_hdet_schedule(self, folder: str, plot: bool = False) -> None:
         """Write ``hdet_schedule.json`` into ``folder`` (and, with ``plot``, draw ``hdet_schedule.png``)."""
@@ -423,7 +469,15 @@ class HDETTrainerMixin:
         add_to_model_card(readme, self.hdet_engine.schedule(), plot_filename=plot)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        super().save_model(output_dir, _internal_call)
+        if self.hdet_layout is not None:
+            # HSDP: every rank joins the gather of the full weights (the groups hold one model after a converge);
+            # rank 0 writes it as a plain checkpoint that loads with from_pretrained.
+            state_dict = full_model_state_dict(self.model)
+            self._save(output_dir if output_dir is not None else self.args.output_dir, state_dict=state_dict)
+            if self.args.push_to_hub and not _internal_call:
+                self.push_to_hub(commit_message="Model save", revision=self.args.hub_revision)
+        else:
+            super().save_model(output_dir, _internal_call)
         # A PEFT model's save_pretrained writes its own card into the folder, after training ended: add the
         # section to it. (Checkpoints and push_to_hub, the internal calls, get theirs from create_model_card.)
         if not _internal_call:
@@ -432,6 +486,8 @@ class HDETTrainerMixin:
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
         # The first thing a resume reads: refuse an incomplete, damaged or foreign checkpoint before the weights.
         _check_checkpoint_files(resume_from_checkpoint, hdet=self.hdet_enabled)
+        if self.hdet_layout is not None:
+            return  # HSDP: each rank loads its own shards with the optimizer (`_load_hsdp_checkpoint`)
         super()._load_from_checkpoint(resume_from_checkpoint, model)
 
     # `_load_optimizer_and_scheduler` is the one place where the Trainer restores per-run state on every
@@ -449,6 +505,8 @@ class HDETTrainerMixin:
         except (ValueError, FileNotFoundError) as exc:
             error = exc
         _raise_on_every_rank(error, engine)
+        if isinstance(engine, HSDPEngine):
+            return self._load_hsdp_checkpoint(checkpoint, engine, saved_world, shared)
         super()._load_optimizer_and_scheduler(checkpoint)
         # Same world size: every rank takes its own files. Growing: rank r continues saved rank r mod N.
         # Shrinking: rank r merges (averages) the optimizer moments of saved ranks r, r + M, r + 2M, ...
@@ -489,6 +547,50 @@ class HDETTrainerMixin:
                 "; ".join(notes),
                 mapping,
             )
+        self.lr_scheduler.reapply()
+
+    def _load_hsdp_checkpoint(
+        self, checkpoint: str, engine: HSDPEngine, saved_replicas: int, shared: dict[str, Any]
+    ) -> None:
+        """HSDP resume: scheduler, then this rank's parameter and optimizer shards and HDET state.
+
+        The number of replica groups may change (as the Trainer's elastic resume); the shard size may not."""
+        layout = engine.layout
+        error: Exception | None = None
+        notes: list[str] = []
+        try:
+            saved_shard = (shared.get("hsdp") or {}).get("shard_size")
+            if saved_shard != layout.shard_size:
+                raise ValueError(
+                    f"Checkpoint {checkpoint} was saved "
+                    + (f"with --hdet_hsdp_shard_size {saved_shard}" if saved_shard else "without HSDP")
+                    + f", but this run has --hdet_hsdp_shard_size {layout.shard_size}: HDET's sharded checkpoints "
+                    "resume with the same shard size only (any number of replica groups). Resume with "
+                    + (f"--hdet_hsdp_shard_size {saved_shard}" if saved_shard else "--hdet_hsdp_shard_size 0")
+                    + ", or start a new run from the checkpoint's weights."
+                )
+            self.lr_scheduler.load_state_dict(
+                _load_checkpoint_file(os.path.join(checkpoint, SCHEDULER_NAME), checkpoint)
+            )
+            files = [
+                replica * layout.shard_size + layout.shard_rank
+                for replica in sources_for(layout.replica_rank, saved_replicas, layout.num_replicas)
+            ]
+            state_path = os.path.join(checkpoint, STATE_FILENAME.format(rank=files[0]))
+            shards = [_load_checkpoint_file(os.path.join(checkpoint, SHARDS_FILENAME.format(rank=f)), checkpoint) for f in files]
+            notes = load_sharded_state(
+                shards,
+                self.accelerator.unwrap_model(self.model),
+                self.optimizer,
+                engine,
+                engine_state=_load_checkpoint_file(state_path, checkpoint),
+                source=state_path,
+            )
+        except (ValueError, FileNotFoundError, KeyError) as exc:
+            error = exc if not isinstance(exc, KeyError) else ValueError(f"{checkpoint}: {exc}")
+        _raise_on_every_rank(error, engine)
+        if notes and self.is_world_process_zero():
+            logger.warning("HDET elastic resume from %s: %s", checkpoint, "; ".join(notes))
         self.lr_scheduler.reapply()
 
     def _check_run_length(self, checkpoint: str, shared: dict[str, Any]) -> None:
@@ -584,10 +686,11 @@ def _missing_checkpoint_files(checkpoint: str) -> tuple[bool, list[str]]:
     if not per_rank and SCHEDULE_FILENAME not in names:
         return False, []
     state_ranks = sorted(r for kind, r in per_rank if kind == "state")
-    world, averaged = None, None
+    world, averaged, hsdp = None, None, None
     if state_ranks:
         shared = _load_checkpoint_file(os.path.join(checkpoint, STATE_FILENAME.format(rank=state_ranks[0])), checkpoint)
         world = shared.get("world_size") if isinstance(shared, dict) else None
+        hsdp = shared.get("hsdp") if isinstance(shared, dict) else None
         config = shared.get("config") if isinstance(shared, dict) else None
         if isinstance(config, dict):
             averaged = bool(config.get("average_optimizer_state"))
@@ -595,6 +698,11 @@ def _missing_checkpoint_files(checkpoint: str) -> tuple[bool, list[str]]:
         world = max([r for _, r in per_rank], default=0) + 1
     if averaged is None:  # a state without its config: optimizer files are expected if any was written
         averaged = not any(kind == "optimizer" for kind, _ in per_rank)
+    if isinstance(hsdp, dict) and isinstance(hsdp.get("shard_size"), int):
+        # HSDP: one state file and one shards file per process (replica groups x shard size).
+        ranks = range(world * hsdp["shard_size"])
+        expected = [STATE_FILENAME.format(rank=r) for r in ranks] + [SHARDS_FILENAME.format(rank=r) for r in ranks]
+        return True, [name for name in [*expected, TRAINER_STATE_FILENAME] if name not in names]
     expected = [STATE_FILENAME.format(rank=r) for r in range(world)]
     if not averaged:
         expected += [OPTIMIZER_FILENAME.format(rank=r) for r in range(world)]
@@ -663,10 +771,13 @@ def _read_saved_state(checkpoint: str) -> tuple[int, dict[str, Any]]:
 
 def _raise_on_every_rank(error: Exception | None, engine: HDETEngine) -> None:
     """Raise ``error`` here, and on every other rank too (one small collective), so no rank trains on alone."""
-    if engine.world_size > 1:
-        gathered: list[Any] = [None] * dist.get_world_size(engine.group)
+    # HSDP: the engine's group is one column of the mesh; a problem must stop every process, not only that column.
+    hsdp = isinstance(engine, HSDPEngine)
+    group = None if hsdp else engine.group
+    if engine.world_size > 1 or hsdp:
+        gathered: list[Any] = [None] * dist.get_world_size(group)
         mine = None if error is None else (type(error).__name__, str(error))
-        dist.all_gather_object(gathered, mine, group=engine.group)
+        dist.all_gather_object(gathered, mine, group=group)
         if error is None:
             failed = [(rank, item) for rank, item in enumerate(gathered) if item is not None]
             if failed:

@@ -114,6 +114,7 @@ class HDETTrainingArguments(TrainingArguments):
     hdet_average_optimizer_state: bool = hdet_field("average_optimizer_state")
     hdet_bucket_size_mb: float = hdet_field("bucket_size_mb")
     hdet_base_schedule: str = hdet_field("base_schedule")
+    hdet_hsdp_shard_size: int = hdet_field("hsdp_shard_size")
 
     def __post_init__(self) -> None:
         _see_cpu_launch(self)
@@ -141,8 +142,10 @@ def _check_hdet_arguments(self: Any) -> HDETConfig:
     for backend in UNSUPPORTED_BACKENDS:
         if getattr(self, backend, None):
             raise ValueError(
-                f"--hdet does not support --{backend} yet: HDET averages whole replicas, which needs every rank "
-                f"to hold all parameters. Drop --{backend} (plain data parallel), or drop --hdet."
+                f"--hdet does not run with --{backend}: HDET averages replicas, and a model sharded over every "
+                "process leaves no replicas to average. For a model that does not fit on one device use HDET's "
+                f"HSDP route instead: drop --{backend} and pass --hdet_hsdp_shard_size N (FSDP2 inside each group "
+                "of N processes, one ensemble member per group; see the README). Or drop --hdet."
             )
     if config.base_schedule == "trainer" and str(self.lr_scheduler_type) in (
         "reduce_lr_on_plateau",

@@ -112,9 +112,11 @@ def test_bad_choice_is_refused():
         HDETConfig(gradient_sync="sometimes")
 
 
-def test_fsdp_is_refused_with_hdet():
-    with pytest.raises(ValueError, match="--hdet does not support --fsdp"):
+def test_fsdp_is_refused_with_hdet_naming_the_hsdp_route():
+    with pytest.raises(ValueError, match="--hdet does not run with --fsdp.*--hdet_hsdp_shard_size N"):
         parse("--hdet", "--fsdp", "full_shard")
+    with pytest.raises(ValueError, match="--hdet_hsdp_shard_size must be an integer >= 0, but got -2"):
+        HDETConfig(hsdp_shard_size=-2)
 
 
 def test_run_length_checks():

@@ -401,7 +401,7 @@ CASES: list[ErrorCase] = [
         "1.5",
         match=r"--hdet_explore_until must be a fraction of the run in \(0, 1\] or an integer step >= 1, but got 1.5",
     ),
-    _flags("--fsdp", "full_shard", match=r"--hdet does not support --fsdp yet.*Drop --fsdp"),
+    _flags("--fsdp", "full_shard", match=r"--hdet does not run with --fsdp.*--hdet_hsdp_shard_size N"),
     _flags(
         "--hdet_weight_decay_spread",
         "1.0",
