@@ -319,22 +319,28 @@ class HDETTrainerMixin:
         return loss
 
     def _check_loss_takes_items(self, model, inputs, num_items_in_batch) -> None:
-        """Once, at the first micro-batch: stop the Trainer from scaling a loss that ignores ``num_items_in_batch``.
+        """At the first micro-batch: stop the Trainer from scaling a loss that ignores ``num_items_in_batch``.
 
         The Trainer decides from the ``forward`` signature alone (see `hdet_hf.loss_signal.loss_divides_by_items`);
         for a model whose loss is a plain mean it multiplies losses and gradients by the process count and the
         replicas would be compared on token shares. We test the model instead (two no-grad forwards, once) and
         set the Trainer's own switch, as transformers does per model (`accepts_loss_kwargs = False`).
         """
-        self._hdet_checked_loss_kwargs = True
+        attempts = getattr(self, "_hdet_loss_kwargs_attempts", 0) + 1
+        self._hdet_loss_kwargs_attempts = attempts
         if not self.model_accepts_loss_kwargs or self.compute_loss_func is not None or num_items_in_batch is None:
+            self._hdet_checked_loss_kwargs = True
             return
-        uses = loss_divides_by_items(self.compute_loss, model, self._prepare_inputs(inputs), num_items_in_batch)
-        # Every rank must take the same decision (an undecidable rank follows the others).
-        votes = torch.tensor([uses is False, uses is True], dtype=torch.float64)
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            dist.all_reduce(votes)
-        if votes[0] > 0 and votes[1] == 0:
+        # On the unwrapped model: DDP's forward would broadcast buffers, an extra collective. No collective is
+        # needed to agree: the answer is a property of the model's code, the same on every rank. A rank whose
+        # micro-batch cannot tell (zero loss, e.g. nothing labelled) asks again at its next one, a few times.
+        uses = loss_divides_by_items(
+            self.compute_loss, self.accelerator.unwrap_model(model), self._prepare_inputs(inputs), num_items_in_batch
+        )
+        if uses is None and attempts < 8:
+            return
+        self._hdet_checked_loss_kwargs = True
+        if uses is False:
             self.model_accepts_loss_kwargs = False
             logger.warning(
                 "HDET: %s takes **kwargs but its loss does not divide by num_items_in_batch, so the Trainer would "
