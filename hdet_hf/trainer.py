@@ -47,7 +47,7 @@ from .schedule_metadata import (
     SCHEDULE_FILENAME,
     add_to_model_card,
 )
-from .schedulers import HDETLRScheduler
+from .schedulers import HDETLRScheduler, one_cycle_base_schedule
 
 __all__ = ["HDETTrainer", "HDETTrainerMixin", "HDETCallback", "STATE_FILENAME", "OPTIMIZER_FILENAME"]
 
@@ -219,16 +219,9 @@ class HDETTrainerMixin:
         optimizer = optimizer if optimizer is not None else self.optimizer
         config = self.args.hdet_config
         if self.lr_scheduler is None and config.base_schedule == "one_cycle":
-            warmup = self.args.get_warmup_steps(num_training_steps)
-            pct_start = warmup / num_training_steps if warmup > 0 else 0.3
-            # OneCycle with the Trainer's --learning_rate as peak; momentum cycling off so --adam_beta1 holds.
-            self.lr_scheduler = torch.optim.lr_scheduler.OneCycleLR(
-                optimizer,
-                max_lr=[g["lr"] for g in optimizer.param_groups],
-                total_steps=num_training_steps,
-                # OneCycleLR divides by (pct_start * total - 1): keep at least 2 warm-up steps.
-                pct_start=min(max(pct_start, 2.0 / num_training_steps), 0.99),
-                cycle_momentum=False,
+            # OneCycle with the Trainer's --learning_rate as peak.
+            self.lr_scheduler = one_cycle_base_schedule(
+                optimizer, num_training_steps, self.args.get_warmup_steps(num_training_steps)
             )
             self._created_lr_scheduler = True
         else:

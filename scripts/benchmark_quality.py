@@ -463,13 +463,13 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
     os.environ.setdefault("ACCELERATE_USE_CPU", "true")
     import torch.distributed as dist
     import transformers
-    from torch.optim.lr_scheduler import OneCycleLR
 
     from hdet_hf import HDETTrainer, HDETTrainingArguments
     from hdet_hf.config import HDETConfig
     from hdet_hf.engine import HDETDivergenceError
     from hdet_hf.examples.data import build_default_model, load_default_task
     from hdet_hf.process import finish_distributed
+    from hdet_hf.schedulers import one_cycle_base_schedule
 
     transformers.logging.set_verbosity_error()
     dist.init_process_group("gloo")
@@ -523,14 +523,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             if self.lr_scheduler is None:
                 optimizer = optimizer if optimizer is not None else self.optimizer
                 warmup = self.args.get_warmup_steps(num_training_steps)
-                pct_start = warmup / num_training_steps if warmup > 0 else 0.3
-                self.lr_scheduler = OneCycleLR(
-                    optimizer,
-                    max_lr=[g["lr"] for g in optimizer.param_groups],
-                    total_steps=num_training_steps,
-                    pct_start=min(max(pct_start, 2.0 / num_training_steps), 0.99),
-                    cycle_momentum=False,
-                )
+                self.lr_scheduler = one_cycle_base_schedule(optimizer, num_training_steps, warmup)
                 self._created_lr_scheduler = True
             return self.lr_scheduler
 
@@ -797,15 +790,10 @@ def unigram_cross_entropy(train_ds: Any, eval_ds: Any, vocab_size: int, column: 
 @functools.cache
 def one_cycle_shape(steps: int, warmup_steps: int = 0) -> tuple[float, ...]:
     """HDETTrainer's OneCycle base schedule with peak 1 (what every run's LR follows before the controller)."""
-    import torch
 
-    pct = warmup_steps / steps if warmup_steps > 0 else 0.3
-    return _schedule_values(
-        steps,
-        lambda opt: torch.optim.lr_scheduler.OneCycleLR(
-            opt, max_lr=1.0, total_steps=steps, pct_start=min(max(pct, 2.0 / steps), 0.99), cycle_momentum=False
-        ),
-    )
+    from hdet_hf.schedulers import one_cycle_base_schedule
+
+    return _schedule_values(steps, lambda opt: one_cycle_base_schedule(opt, steps, warmup_steps))
 
 
 def _schedule_values(steps: int, make_scheduler: Any) -> tuple[float, ...]:
