@@ -35,7 +35,6 @@ import functools
 import json
 import math
 import os
-import platform
 import shlex
 import shutil
 import sys
@@ -47,6 +46,11 @@ from types import SimpleNamespace
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # runs from a checkout without installing
+from hdet_hf.testing.benchmarks import finite_or_none as _finite_or_none  # noqa: E402
+from hdet_hf.testing.benchmarks import machine_info, read_results  # noqa: E402
+from hdet_hf.testing.benchmarks import rounded as _rounded  # noqa: E402
+
 DEFAULT_OUT = REPO / "benchmarks" / "quality"
 QUICK_OUT = Path(tempfile.gettempdir()) / "hdet_benchmark_quality_quick"
 RESULTS_JSONL = "results.jsonl"
@@ -833,41 +837,6 @@ def effective_peak_lr(r: dict[str, Any]) -> float:
     return sum(x for x in lrs if x is not None) / sum(shape)
 
 
-def read_results(path: Path) -> list[dict[str, Any]]:
-    """The last record of each config name in a results.jsonl (later lines replace earlier ones)."""
-    if not path.is_file():
-        return []
-    by_name: dict[str, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line:
-            record = json.loads(line)
-            by_name.pop(record["name"], None)
-            by_name[record["name"]] = record
-    return list(by_name.values())
-
-
-def _finite_or_none(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite_or_none(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite_or_none(v) for v in obj]
-    return obj
-
-
-def _rounded(obj: Any, digits: int = 6) -> Any:
-    """Floats to ``digits`` significant digits (keeps results.json readable and small)."""
-    if isinstance(obj, float) and math.isfinite(obj):
-        return float(f"{obj:.{digits}g}")
-    if isinstance(obj, dict):
-        return {k: _rounded(v, digits) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_rounded(v, digits) for v in obj]
-    return obj
-
-
 def _num(x: Any) -> float:
     return float("nan") if x is None else float(x)
 
@@ -1227,24 +1196,6 @@ def plot_controller(records: list[dict[str, Any]], path: Path) -> None:
         ax.set_ylabel("base LR (legend: eval loss / best DDP)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-
-
-def machine_info() -> str:
-    import torch
-    import transformers
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{cpu}, {os.cpu_count()} logical cores, Python {platform.python_version()}, torch {torch.__version__}, "
-        f"transformers {transformers.__version__}"
-    )
 
 
 def print_plan(args: argparse.Namespace) -> None:
