@@ -21,7 +21,34 @@ from .config import HDETConfig
 from .engine import ConvergeReport, HDETEngine
 from .learning_rates import set_group_lr
 
-__all__ = ["HDETLRScheduler", "OneCycleAutoLR"]
+__all__ = ["HDETLRScheduler", "OneCycleAutoLR", "one_cycle_base_schedule"]
+
+
+def one_cycle_base_schedule(
+    optimizer: torch.optim.Optimizer, num_training_steps: int, warmup_steps: int = 0
+) -> OneCycleLR:
+    """HDETTrainer's default base schedule (``--hdet_base_schedule one_cycle``), also the DDP baseline's in the
+    benchmarks so that the two cannot drift apart.
+
+    OneCycle with each param group's current LR as its peak, warm-up ``warmup_steps`` (30 % when 0), no
+    momentum cycling (so ``--adam_beta1`` holds).
+
+    Example:
+        >>> import torch
+        >>> opt = torch.optim.AdamW(torch.nn.Linear(2, 1).parameters(), lr=1e-3)
+        >>> sched = one_cycle_base_schedule(opt, num_training_steps=10)
+        >>> round(sched.get_last_lr()[0], 6)   # OneCycle starts at peak / 25
+        4e-05
+    """
+    pct_start = warmup_steps / num_training_steps if warmup_steps > 0 else 0.3
+    return OneCycleLR(
+        optimizer,
+        max_lr=[g["lr"] for g in optimizer.param_groups],
+        total_steps=num_training_steps,
+        # OneCycleLR divides by (pct_start * total - 1): keep at least 2 warm-up steps.
+        pct_start=min(max(pct_start, 2.0 / num_training_steps), 0.99),
+        cycle_momentum=False,
+    )
 
 
 class HDETLRScheduler(LRScheduler):

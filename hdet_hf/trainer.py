@@ -59,7 +59,7 @@ from .schedule_metadata import (
     SCHEDULE_FILENAME,
     add_to_model_card,
 )
-from .schedulers import HDETLRScheduler
+from .schedulers import HDETLRScheduler, one_cycle_base_schedule
 
 __all__ = ["HDETTrainer", "HDETTrainerMixin", "HDETCallback", "STATE_FILENAME", "OPTIMIZER_FILENAME"]
 
@@ -246,16 +246,9 @@ class HDETTrainerMixin:
         optimizer = optimizer if optimizer is not None else self.optimizer
         config = self.args.hdet_config
         if self.lr_scheduler is None and config.base_schedule == "one_cycle":
-            warmup = self.args.get_warmup_steps(num_training_steps)
-            pct_start = warmup / num_training_steps if warmup > 0 else 0.3
-            # OneCycle with the Trainer's --learning_rate as peak; momentum cycling off so --adam_beta1 holds.
-            self.lr_scheduler = torch.optim.lr_scheduler.OneCycleLR(
-                optimizer,
-                max_lr=[g["lr"] for g in optimizer.param_groups],
-                total_steps=num_training_steps,
-                # OneCycleLR divides by (pct_start * total - 1): keep at least 2 warm-up steps.
-                pct_start=min(max(pct_start, 2.0 / num_training_steps), 0.99),
-                cycle_momentum=False,
+            # OneCycle with the Trainer's --learning_rate as peak.
+            self.lr_scheduler = one_cycle_base_schedule(
+                optimizer, num_training_steps, self.args.get_warmup_steps(num_training_steps)
             )
             self._created_lr_scheduler = True
         else:
@@ -351,22 +344,28 @@ class HDETTrainerMixin:
         return loss
 
     def _check_loss_takes_items(self, model, inputs, num_items_in_batch) -> None:
-        """Once, at the first micro-batch: stop the Trainer from scaling a loss that ignores ``num_items_in_batch``.
+        """At the first micro-batch: stop the Trainer from scaling a loss that ignores ``num_items_in_batch``.
 
         The Trainer decides from the ``forward`` signature alone (see `hdet_hf.loss_signal.loss_divides_by_items`);
         for a model whose loss is a plain mean it multiplies losses and gradients by the process count and the
         replicas would be compared on token shares. We test the model instead (two no-grad forwards, once) and
         set the Trainer's own switch, as transformers does per model (`accepts_loss_kwargs = False`).
         """
-        self._hdet_checked_loss_kwargs = True
+        attempts = getattr(self, "_hdet_loss_kwargs_attempts", 0) + 1
+        self._hdet_loss_kwargs_attempts = attempts
         if not self.model_accepts_loss_kwargs or self.compute_loss_func is not None or num_items_in_batch is None:
+            self._hdet_checked_loss_kwargs = True
             return
-        uses = loss_divides_by_items(self.compute_loss, model, self._prepare_inputs(inputs), num_items_in_batch)
-        # Every rank must take the same decision (an undecidable rank follows the others).
-        votes = torch.tensor([uses is False, uses is True], dtype=torch.float64)
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            dist.all_reduce(votes)
-        if votes[0] > 0 and votes[1] == 0:
+        # On the unwrapped model: DDP's forward would broadcast buffers, an extra collective. No collective is
+        # needed to agree: the answer is a property of the model's code, the same on every rank. A rank whose
+        # micro-batch cannot tell (zero loss, e.g. nothing labelled) asks again at its next one, a few times.
+        uses = loss_divides_by_items(
+            self.compute_loss, self.accelerator.unwrap_model(model), self._prepare_inputs(inputs), num_items_in_batch
+        )
+        if uses is None and attempts < 8:
+            return
+        self._hdet_checked_loss_kwargs = True
+        if uses is False:
             self.model_accepts_loss_kwargs = False
             logger.warning(
                 "HDET: %s takes **kwargs but its loss does not divide by num_items_in_batch, so the Trainer would "

@@ -35,7 +35,6 @@ import functools
 import json
 import math
 import os
-import platform
 import shlex
 import shutil
 import sys
@@ -47,6 +46,11 @@ from types import SimpleNamespace
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # runs from a checkout without installing
+from hdet_hf.testing.benchmarks import finite_or_none as _finite_or_none  # noqa: E402
+from hdet_hf.testing.benchmarks import machine_info, read_results  # noqa: E402
+from hdet_hf.testing.benchmarks import rounded as _rounded  # noqa: E402
+
 DEFAULT_OUT = REPO / "benchmarks" / "quality"
 QUICK_OUT = Path(tempfile.gettempdir()) / "hdet_benchmark_quality_quick"
 RESULTS_JSONL = "results.jsonl"
@@ -463,13 +467,13 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
     os.environ.setdefault("ACCELERATE_USE_CPU", "true")
     import torch.distributed as dist
     import transformers
-    from torch.optim.lr_scheduler import OneCycleLR
 
     from hdet_hf import HDETTrainer, HDETTrainingArguments
     from hdet_hf.config import HDETConfig
     from hdet_hf.engine import HDETDivergenceError
     from hdet_hf.examples.data import build_default_model, load_default_task
     from hdet_hf.process import finish_distributed
+    from hdet_hf.schedulers import one_cycle_base_schedule
 
     transformers.logging.set_verbosity_error()
     dist.init_process_group("gloo")
@@ -523,14 +527,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             if self.lr_scheduler is None:
                 optimizer = optimizer if optimizer is not None else self.optimizer
                 warmup = self.args.get_warmup_steps(num_training_steps)
-                pct_start = warmup / num_training_steps if warmup > 0 else 0.3
-                self.lr_scheduler = OneCycleLR(
-                    optimizer,
-                    max_lr=[g["lr"] for g in optimizer.param_groups],
-                    total_steps=num_training_steps,
-                    pct_start=min(max(pct_start, 2.0 / num_training_steps), 0.99),
-                    cycle_momentum=False,
-                )
+                self.lr_scheduler = one_cycle_base_schedule(optimizer, num_training_steps, warmup)
                 self._created_lr_scheduler = True
             return self.lr_scheduler
 
@@ -797,15 +794,10 @@ def unigram_cross_entropy(train_ds: Any, eval_ds: Any, vocab_size: int, column: 
 @functools.cache
 def one_cycle_shape(steps: int, warmup_steps: int = 0) -> tuple[float, ...]:
     """HDETTrainer's OneCycle base schedule with peak 1 (what every run's LR follows before the controller)."""
-    import torch
 
-    pct = warmup_steps / steps if warmup_steps > 0 else 0.3
-    return _schedule_values(
-        steps,
-        lambda opt: torch.optim.lr_scheduler.OneCycleLR(
-            opt, max_lr=1.0, total_steps=steps, pct_start=min(max(pct, 2.0 / steps), 0.99), cycle_momentum=False
-        ),
-    )
+    from hdet_hf.schedulers import one_cycle_base_schedule
+
+    return _schedule_values(steps, lambda opt: one_cycle_base_schedule(opt, steps, warmup_steps))
 
 
 def _schedule_values(steps: int, make_scheduler: Any) -> tuple[float, ...]:
@@ -843,41 +835,6 @@ def effective_peak_lr(r: dict[str, Any]) -> float:
     else:
         shape = one_cycle_shape(len(lrs), warmup)
     return sum(x for x in lrs if x is not None) / sum(shape)
-
-
-def read_results(path: Path) -> list[dict[str, Any]]:
-    """The last record of each config name in a results.jsonl (later lines replace earlier ones)."""
-    if not path.is_file():
-        return []
-    by_name: dict[str, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line:
-            record = json.loads(line)
-            by_name.pop(record["name"], None)
-            by_name[record["name"]] = record
-    return list(by_name.values())
-
-
-def _finite_or_none(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite_or_none(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite_or_none(v) for v in obj]
-    return obj
-
-
-def _rounded(obj: Any, digits: int = 6) -> Any:
-    """Floats to ``digits`` significant digits (keeps results.json readable and small)."""
-    if isinstance(obj, float) and math.isfinite(obj):
-        return float(f"{obj:.{digits}g}")
-    if isinstance(obj, dict):
-        return {k: _rounded(v, digits) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_rounded(v, digits) for v in obj]
-    return obj
 
 
 def _num(x: Any) -> float:
@@ -1239,24 +1196,6 @@ def plot_controller(records: list[dict[str, Any]], path: Path) -> None:
         ax.set_ylabel("base LR (legend: eval loss / best DDP)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-
-
-def machine_info() -> str:
-    import torch
-    import transformers
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{cpu}, {os.cpu_count()} logical cores, Python {platform.python_version()}, torch {torch.__version__}, "
-        f"transformers {transformers.__version__}"
-    )
 
 
 def print_plan(args: argparse.Namespace) -> None:

@@ -46,7 +46,6 @@ import fnmatch
 import json
 import math
 import os
-import platform
 import shlex
 import shutil
 import sys
@@ -55,6 +54,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # runs from a checkout without installing
+from hdet_hf.testing.benchmarks import finite_or_none as _finite_or_none  # noqa: E402
+from hdet_hf.testing.benchmarks import machine_info, read_results  # noqa: E402
+
 DEFAULT_OUT = REPO / "benchmarks" / "hparams"
 RESULTS_JSONL = "results.jsonl"
 REGIMES = ("overfit", "underfit")
@@ -464,29 +467,6 @@ def worker(args: argparse.Namespace) -> None:
 
 
 # --------------------------------------------------------------------------------------------- report
-def read_results(path: Path) -> list[dict[str, Any]]:
-    """The last record of each config name in a results.jsonl."""
-    if not path.is_file():
-        return []
-    by_name: dict[str, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            record = json.loads(line)
-            by_name.pop(record["name"], None)
-            by_name[record["name"]] = record
-    return list(by_name.values())
-
-
-def _finite_or_none(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite_or_none(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite_or_none(v) for v in obj]
-    return obj
-
-
 def direction(ratio: float) -> str:
     if not math.isfinite(ratio):
         return "n/a"
@@ -754,24 +734,6 @@ def write_report(out_dir: Path, meta: dict[str, Any] | None = None) -> dict[str,
 
 
 # --------------------------------------------------------------------------------------------- launch
-def machine_info() -> str:
-    import torch
-    import transformers
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{cpu}, {os.cpu_count()} logical cores, Python {platform.python_version()}, torch {torch.__version__}, "
-        f"transformers {transformers.__version__}"
-    )
-
-
 def launch(argv: list[str], args: argparse.Namespace) -> int:
     from hdet_hf.testing.processes import relaunch_as_workers
 
