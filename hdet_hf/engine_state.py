@@ -32,6 +32,7 @@ __all__ = [
     "check_tensors_fit",
     "check_resumed_settings",
     "check_settings_agree",
+    "merge_optimizer_states",
 ]
 
 # 2: the window loss became an item-weighted mean ("loss_weight" added); version 1 states are migrated.
@@ -329,3 +330,13 @@ def migrate_state_v1(state: dict[str, Any]) -> dict[str, Any]:
     migrated["loss_weight"] = float(steps)
     migrated["version"] = 2
     return migrated
+
+
+def merge_optimizer_states(states: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first state, with every floating-point tensor (moments) averaged over all given states."""
+    merged = states[0]
+    for index, param_state in merged["state"].items():
+        for key, value in param_state.items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and torch.is_floating_point(value):
+                param_state[key] = torch.stack([s["state"][index][key] for s in states]).mean(0)
+    return merged

@@ -38,6 +38,7 @@ from torch import nn
 from .collectives import local_data
 from .config import HDETConfig
 from .engine import ConvergeReport, HDETEngine
+from .engine_state import merge_optimizer_states
 
 __all__ = [
     "HSDPLayout",
@@ -396,17 +397,8 @@ def load_sharded_state(
         elastic=first["layout"]["num_replicas"] != layout.num_replicas,
         source=source,
     )
-    optimizer.load_state_dict(_globalise(_merge_moments([s["optimizer"] for s in states]), optimizer))
+    optimizer.load_state_dict(_globalise(merge_optimizer_states([s["optimizer"] for s in states]), optimizer))
     return notes
-
-
-def _merge_moments(states: list[dict[str, Any]]) -> dict[str, Any]:
-    merged = states[0]
-    for index, param_state in merged["state"].items():
-        for key, value in param_state.items():
-            if isinstance(value, torch.Tensor) and value.dim() > 0 and torch.is_floating_point(value):
-                param_state[key] = torch.stack([s["state"][index][key] for s in states]).mean(0)
-    return merged
 
 
 def _globalise(state: dict[str, Any], optimizer: torch.optim.Optimizer) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from transformers.trainer import SCHEDULER_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .engine import HDETEngine
+from .engine_state import merge_optimizer_states
 from .hsdp import (
     HSDPEngine,
     HSDPLayout,
@@ -523,7 +524,7 @@ class HDETTrainerMixin:
             if os.path.isfile(paths[0]):  # absent when the run averaged optimizer state (optimizer.pt holds it)
                 optimizer_states = [_load_checkpoint_file(p, checkpoint) for p in paths]
                 try:
-                    self.optimizer.load_state_dict(_merge_optimizer_states(optimizer_states))
+                    self.optimizer.load_state_dict(merge_optimizer_states(optimizer_states))
                 except (KeyError, ValueError, RuntimeError, TypeError, IndexError) as exc:
                     raise ValueError(
                         f"{paths[0]} does not fit this run's optimizer ({type(exc).__name__}: {exc}). Resume with "
@@ -636,16 +637,6 @@ def _adding_hdet_section(create_model_card):
 
     create_model_card_with_hdet._adds_hdet_section = True
     return create_model_card_with_hdet
-
-
-def _merge_optimizer_states(states: list[dict[str, Any]]) -> dict[str, Any]:
-    """The first state, with every floating-point tensor (moments) averaged over all given states."""
-    merged = states[0]
-    for index, param_state in merged["state"].items():
-        for key, value in param_state.items():
-            if isinstance(value, torch.Tensor) and value.dim() > 0 and torch.is_floating_point(value):
-                param_state[key] = torch.stack([s["state"][index][key] for s in states]).mean(0)
-    return merged
 
 
 def _atomic_save(obj: Any, path: str) -> None:
