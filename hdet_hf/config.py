@@ -27,7 +27,9 @@ __all__ = [
 GRADIENT_SYNC_MODES = ("local", "shared")
 CONTROLLER_UPDATES = ("multiplicative", "additive")
 TEMPERATURE_MODES = ("adaptive", "fixed")
-CONTROLLER_SIGNALS = ("train_loss", "probe", "averaged_probe", "train_and_averaged_probe")
+CONTROLLER_SIGNALS = (
+    "train_loss", "probe", "averaged_probe", "train_and_averaged_probe", "cooldown_probe", "train_and_cooldown_probe"
+)
 # Hyperparameters besides the LR, each with `<name>_spread` and `<name>_auto` fields.
 OTHER_HYPERPARAMETERS = ("weight_decay", "dropout", "label_smoothing", "attention_temperature")
 # Those that change a replica only through its gradient (so only `local` mode can explore them).
@@ -200,13 +202,42 @@ class HDETConfig:
             "'train_and_averaged_probe': the mean of the two hypergradients: the train loss favours too-small "
             "steps (the noise that the final cool-down removes counts against a larger LR) and the averaged "
             "probe too-large ones (it removes that noise but, in shared mode, a replica does not follow its own "
-            "gradient, so its instability does not show).",
+            "gradient, so its instability does not show). "
+            "'cooldown_probe': each replica first takes --hdet_cooldown_steps steps of a linear LR cool-down on "
+            "copies of its weights and optimizer state (its own gradients, the same batches on every rank), "
+            "then is scored on the probe batch: an estimate of the loss its run would end at (costs "
+            "--hdet_cooldown_steps forward/backward passes and one copy of the weights and optimizer state per "
+            "converge; HDETTrainer only). 'train_and_cooldown_probe': the mean of the train-loss and cool-down "
+            "hypergradients.",
             "choices": list(CONTROLLER_SIGNALS),
         },
     )
     probe_size: int = field(
         default=32,
         metadata={"help": "Examples in the shared probe batch of the probe-based --hdet_controller_signal values."},
+    )
+    cooldown_steps: int = field(
+        default=4,
+        metadata={
+            "help": "Steps of the LR cool-down that the cool-down --hdet_controller_signal values take on "
+            "copies of each replica before scoring it (LR x (n - i) / (n + 1), i = 0..n-1)."
+        },
+    )
+    cooldown_batch_size: int = field(
+        default=0,
+        metadata={
+            "help": "Examples per cool-down step of the cool-down --hdet_controller_signal values (0: as many "
+            "as --hdet_probe_size). Small batches make a cool-down add noise instead of removing it."
+        },
+    )
+    cooldown_lr: str = field(
+        default="base",
+        metadata={
+            "help": "Where the cool-down of the cool-down --hdet_controller_signal values starts: 'base' (every "
+            "replica cools down from the shared base LR, so only where the interval left it differs) or "
+            "'replica' (from its own LR, base x its multiplier).",
+            "choices": ["base", "replica"],
+        },
     )
     explore_until: float = field(
         default=1.0,
@@ -299,6 +330,20 @@ class HDETConfig:
         if not isinstance(self.probe_size, int) or isinstance(self.probe_size, bool) or self.probe_size < 1:
             raise ValueError(
                 f"{_flag('probe_size')} must be a positive integer, but got {self.probe_size!r}."
+            )
+        if not isinstance(self.cooldown_steps, int) or isinstance(self.cooldown_steps, bool) or self.cooldown_steps < 1:
+            raise ValueError(
+                f"{_flag('cooldown_steps')} must be a positive integer, but got {self.cooldown_steps!r}."
+            )
+        _check_choice("cooldown_lr", self.cooldown_lr, ("base", "replica"))
+        if (
+            not isinstance(self.cooldown_batch_size, int)
+            or isinstance(self.cooldown_batch_size, bool)
+            or self.cooldown_batch_size < 0
+        ):
+            raise ValueError(
+                f"{_flag('cooldown_batch_size')} must be an integer >= 0 (0: --hdet_probe_size), but got "
+                f"{self.cooldown_batch_size!r}."
             )
         if not (isinstance(self.lr_spread, (int, float)) and 0.0 <= self.lr_spread < 1.0):
             raise ValueError(

@@ -35,6 +35,7 @@ from .collectives import NoContributorError, fused_average_
 from .config import HDETConfig
 from .controller import ControllerSettings, loss_diverged
 from .converge_stats import GatheredStats, StatsLayout
+from .cooldown import cooldown_score
 from .engine_state import STATE_VERSION, check_settings_agree
 from .learning_rates import LearningRates
 from .outer import OuterStep
@@ -48,7 +49,9 @@ __all__ = ["HDETEngine", "ConvergeReport", "SyncReport", "HDETDivergenceError", 
 
 # Signals scored at each replica's mean weights over the interval, and those that need no train loss.
 AVERAGED_SIGNALS = ("averaged_probe", "train_and_averaged_probe")
-PROBE_ONLY_SIGNALS = ("probe", "averaged_probe")
+PROBE_ONLY_SIGNALS = ("probe", "averaged_probe", "cooldown_probe")
+# Signals scored after a short LR cool-down on copies of each replica (`cooldown`).
+COOLDOWN_SIGNALS = ("cooldown_probe", "train_and_cooldown_probe")
 
 
 def _view(*path: str) -> Any:
@@ -117,6 +120,9 @@ class HDETEngine(ExploredValues):
         )
         # Scores this replica on the shared probe batch (``controller_signal="probe"``); set by the shell.
         self.probe_fn: Callable[[], float] | None = None
+        # Cool-down signals: the training loss of the unwrapped model on cool-down batch i (same on every rank).
+        self.cooldown_loss_fn: Callable[[int], torch.Tensor] | None = None
+        self.cooldown_max_grad_norm: float | None = None  # the training loop's clipping, applied in cool-downs
         self.settings = ControllerSettings.from_config(config)
         self.bucket_cap_bytes = int(config.bucket_size_mb * 2**20)
         self.replica = ReplicaTensors(model, optimizer, config.average_optimizer_state)
@@ -228,8 +234,11 @@ class HDETEngine(ExploredValues):
         signal = self.config.controller_signal
         mean_loss = self._window_loss()
         probed = regular and signal != "train_loss" and self.controller_active()
-        if probed and self.probe_fn is None:
-            raise RuntimeError(f"controller_signal={signal!r} needs engine.probe_fn; HDETTrainer sets it")
+        if probed and (self.probe_fn is None or (signal in COOLDOWN_SIGNALS and self.cooldown_loss_fn is None)):
+            raise RuntimeError(
+                f"controller_signal={signal!r} needs engine.probe_fn (and cooldown_loss_fn for the cool-down "
+                "signals); HDETTrainer sets them"
+            )
         # Scored before averaging: the probe compares the replicas that the interval produced, at their
         # current weights or (averaged signals) at their mean weights over the interval.
         probe_loss = None
@@ -257,6 +266,14 @@ class HDETEngine(ExploredValues):
     def _probe_loss(self, at_average: bool) -> float:
         """The probe's loss for this replica, at its current or (``at_average``) its interval-mean weights."""
         assert self.probe_fn is not None
+        if self.config.controller_signal in COOLDOWN_SIGNALS:
+            assert self.cooldown_loss_fn is not None
+            # From the shared base LR: this rank's LR divided by its multiplier (``cooldown_lr="base"``).
+            start = 1.0 / self.multiplier(step=self.step) if self.config.cooldown_lr == "base" else 1.0
+            return cooldown_score(
+                self.replica.params, self.optimizer, self.cooldown_loss_fn, self.probe_fn,
+                self.config.cooldown_steps, self.cooldown_max_grad_norm, lr_scale=start,
+            )
         return self.window.score(self.replica.params, self.probe_fn, at_average=at_average)
 
     def _is_healthy(self, window_loss: float | None, probe_loss: float | None) -> bool:
@@ -317,7 +334,7 @@ class HDETEngine(ExploredValues):
             self.outer.step_(self.replica.param_data())
         if self.controller_active() and bool(gathered.scored.any()):
             report.controller_active = True
-            both = self.config.controller_signal == "train_and_averaged_probe"
+            both = self.config.controller_signal.startswith("train_and_")
             signal = torch.stack([gathered.losses, gathered.signals]) if both else gathered.signals
             active = [name for name in self.registry.names if self.controller_active(name)]
             for name, info in self.registry.update_controllers(

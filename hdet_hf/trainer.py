@@ -23,6 +23,7 @@ import functools
 import logging
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -31,7 +32,7 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer import SCHEDULER_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from .engine import HDETEngine
+from .engine import COOLDOWN_SIGNALS, HDETEngine
 from .engine_state import merge_optimizer_states
 from .hsdp import (
     HSDPEngine,
@@ -266,6 +267,17 @@ class HDETTrainerMixin:
         # The probe batch is only needed when a controller compares replicas on it.
         if config.controller_signal != "train_loss" and any(h.auto for h in self.hdet_engine.hparams.values()):
             self.hdet_engine.probe_fn = self._make_probe_fn(config.probe_size)
+            if config.controller_signal in COOLDOWN_SIGNALS:
+                if self.hdet_layout is not None:
+                    # A cool-down on a sharded model would run FSDP's collectives inside the score: not built.
+                    raise ValueError(
+                        f"--hdet_controller_signal {config.controller_signal} is not supported with "
+                        "--hdet_hsdp_shard_size; use train_and_averaged_probe."
+                    )
+                self.hdet_engine.cooldown_loss_fn = self._make_cooldown_loss_fn(
+                    config.probe_size, config.cooldown_batch_size or config.probe_size, config.seed
+                )
+                self.hdet_engine.cooldown_max_grad_norm = self.args.max_grad_norm or None
         self.lr_scheduler = HDETLRScheduler(self.lr_scheduler, self.hdet_engine)
         return self.lr_scheduler
 
@@ -312,6 +324,39 @@ class HDETTrainerMixin:
             return float(loss)
 
         return probe
+
+    def _make_cooldown_loss_fn(self, probe_size: int, batch_size: int, seed: int) -> Callable[[int], torch.Tensor]:
+        """Training loss of the unwrapped model on cool-down batch ``i`` of the current converge.
+
+        Batches of ``batch_size`` train examples, drawn afresh at every converge from a
+        generator seeded by (seed, step, i): the same on every rank, so the cool-downs are paired. When the
+        probe batch also comes from the train set (no eval set), its examples are left out.
+        """
+        dataset = self.train_dataset
+        if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
+            raise ValueError(
+                f"--hdet_controller_signal {self.args.hdet_config.controller_signal} draws its cool-down batches "
+                "from the train_dataset, which must be sized and indexable (not a streaming dataset). Use "
+                "--hdet_controller_signal train_and_averaged_probe."
+            )
+        if hasattr(dataset, "column_names"):  # a datasets.Dataset: drop the columns the model does not take
+            dataset = self._remove_unused_columns(dataset, description="cool-down")
+        first = min(probe_size, len(dataset)) if self.eval_dataset is None else 0
+        if len(dataset) - first < 1:
+            first = 0
+        size = min(batch_size, len(dataset) - first)
+        engine = self.hdet_engine
+
+        def cooldown_loss(i: int) -> torch.Tensor:
+            generator = torch.Generator().manual_seed((seed * 1_000_003 + engine.step) * 101 + i)
+            rows = (first + torch.randperm(len(dataset) - first, generator=generator)[:size]).tolist()
+            batch = self._prepare_inputs(self.data_collator([dataset[j] for j in rows]))
+            model = self.accelerator.unwrap_model(self.model)
+            model.train()
+            with self.compute_loss_context_manager():
+                return self.compute_loss(model, dict(batch))
+
+        return cooldown_loss
 
     def evaluate(self, *args: Any, **kwargs: Any):
         """Evaluate the ensemble mean with the base values of every explored hyperparameter (not this rank's)."""

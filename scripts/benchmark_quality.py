@@ -95,6 +95,13 @@ CONTROLLER_IDEAS = (
     # 3x high: "lower", 10x low: "higher"); after it every start heard "lower" as strongly (the short-horizon
     # bias grows as the loss nears its noise floor). A faster controller in that window, then the schedule.
     ("early", "train_and_averaged_probe, lambda 3, explore_until 0.4", {"controller_signal": "train_and_averaged_probe", "controller_lr": 3.0, "explore_until": 0.4}),
+    # Score the end-of-run loss, not the current one: each replica after a 4-step LR cool-down on copies.
+    # First version: from each replica's own LR, on one rank's batch (8 blocks).
+    ("cool_own_b8", "cooldown_probe from the replica's LR, batches of 8", {"controller_signal": "cooldown_probe", "cooldown_lr": "replica", "cooldown_batch_size": 8}),
+    ("both_cool_own_b8", "train_and_cooldown_probe from the replica's LR, batches of 8", {"controller_signal": "train_and_cooldown_probe", "cooldown_lr": "replica", "cooldown_batch_size": 8}),
+    # From the shared base LR, on batches of the probe's size (32 blocks, the global batch).
+    ("cool", "cooldown_probe", {"controller_signal": "cooldown_probe"}),
+    ("both_cool", "train_and_cooldown_probe", {"controller_signal": "train_and_cooldown_probe"}),
     ("early_smooth", "train_and_averaged_probe, lambda 3, beta 0.8, explore_until 0.4", {"controller_signal": "train_and_averaged_probe", "controller_lr": 3.0, "controller_momentum": 0.8, "explore_until": 0.4}),
 )
 START_FACTORS = {"best": 1.0, "low": 0.1, "high": 3.0}

@@ -231,3 +231,26 @@ def test_probe_signal_and_synchronous_warmup(tmp_path):
         assert sync["controller_active"] and sync["weights"]
     # Gradients all-reduced at steps 1 and 2 (synchronous warm-up), then only the converges at 3 and 6.
     assert ranks[0]["collectives"] == {"gloo:all_reduce": 4}, ranks[0]["collectives"]
+
+
+def test_cooldown_signal_scores_each_replica_and_leaves_training_untouched(tmp_path):
+    """The cool-down runs on copies, with no gradient sync: with a controller that cannot move (lambda 0) the
+    run is bit-identical to the train-loss signal's, with the same collectives; the scores are per replica."""
+    flags = [
+        "--hdet", "--hdet_sync_interval", "3", "--max_steps", "6", "--hdet_auto_lr",
+        "--hdet_auto_lr_warmup_steps", "0", "--hdet_controller_lr", "0", "--save_strategy", "no",
+        "--logging_steps", "1000",
+    ]  # fmt: skip
+    cooled, _ = run(tmp_path, "cool", 2, *flags, "--hdet_controller_signal", "cooldown_probe",
+                    "--hdet_cooldown_steps", "2")  # fmt: skip
+    plain, _ = run(tmp_path, "plain", 2, *flags, "--hdet_controller_signal", "train_loss")
+    for a, b in zip(cooled, plain):
+        assert torch.equal(a["final"], b["final"])
+        assert a["collectives"] == b["collectives"]
+    assert torch.equal(cooled[0]["final"], cooled[1]["final"])
+    trajectory = cooled[0]["engine"]["trajectory"]
+    assert [t["step"] for t in trajectory] == [3, 6]
+    for sync in trajectory:
+        probes = sync["probe_losses"]
+        assert len(probes) == 2 and all(torch.isfinite(torch.tensor(probes)))
+        assert probes[0] != probes[1]  # each replica cooled down from its own weights and LR
