@@ -205,7 +205,8 @@ class HDETConfig:
             "gradient, so its instability does not show). "
             "'cooldown_probe': each replica first takes --hdet_cooldown_steps steps of a linear LR cool-down on "
             "copies of its weights and optimizer state (its own gradients, the same batches on every rank), "
-            "then is scored on the probe batch: an estimate of the loss its run would end at (costs "
+            "then is scored on the probe batch; meant to estimate the loss its run would end at, it asks for "
+            "too small an LR in BENCHMARKS.md (costs "
             "--hdet_cooldown_steps forward/backward passes and one copy of the weights and optimizer state per "
             "converge; HDETTrainer only). 'train_and_cooldown_probe': the mean of the train-loss and cool-down "
             "hypergradients.",
