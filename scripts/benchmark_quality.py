@@ -95,6 +95,10 @@ CONTROLLER_IDEAS = (
     # 3x high: "lower", 10x low: "higher"); after it every start heard "lower" as strongly (the short-horizon
     # bias grows as the loss nears its noise floor). A faster controller in that window, then the schedule.
     ("early", "train_and_averaged_probe, lambda 3, explore_until 0.4", {"controller_signal": "train_and_averaged_probe", "controller_lr": 3.0, "explore_until": 0.4}),
+    # Stop exploring after the information is spent: the slopes separate the starts only around the peak, and
+    # late moves (smaller LR) did the harm on the long task and in the independent check.
+    ("both_until0.4", "train_and_averaged_probe, explore_until 0.4", {"controller_signal": "train_and_averaged_probe", "explore_until": 0.4}),
+    ("both_until0.5", "train_and_averaged_probe, explore_until 0.5", {"controller_signal": "train_and_averaged_probe", "explore_until": 0.5}),
     # Score the end-of-run loss, not the current one: each replica after a 4-step LR cool-down on copies.
     # First version: from each replica's own LR, on one rank's batch (8 blocks).
     ("cool_own_b8", "cooldown_probe from the replica's LR, batches of 8", {"controller_signal": "cooldown_probe", "cooldown_lr": "replica", "cooldown_batch_size": 8}),
@@ -581,7 +585,10 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             disable_tqdm=True,
             save_strategy="no",
             eval_strategy="no",
-            logging_strategy="no",
+            # Train loss every 10 steps (mean over ranks and steps), kept in the record for learning-curve
+            # analysis; logging does not change the training.
+            logging_strategy="steps",
+            logging_steps=10,
             max_steps=steps,
             per_device_train_batch_size=args.batch_size,
             per_device_eval_batch_size=64,
@@ -661,6 +668,9 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             "train_s": round(train_s, 1),
             "wall_s": round(wall, 1),
             "stopped": stopped,
+            "train_loss_curve": [
+                [h["step"], h["loss"]] for h in trainer.state.log_history if "loss" in h and "step" in h
+            ],
         }
         if engine is not None:
             base = [row[0] for row in engine.lr_per_step[:steps]]
