@@ -23,10 +23,10 @@ from .hsdp import (
     HSDPLayout,
     build_layout,
     check_no_accelerate_sharding,
-    load_sharded_state,
+    resume_from_files,
+    saved_files,
     shard_model,
     sharded_state,
-    sources_for,
 )
 from .process import check_launch_seen
 from .schedulers import HDETLRScheduler
@@ -215,27 +215,39 @@ class HDETAccelerate:
 
     def load_checkpoint(self, folder: str) -> list[str]:
         """Resume what `save_checkpoint` wrote, after ``prepare``. The number of replica groups may differ
-        (elastic, like the Trainer's resume); the processes per group may not. Returns the elastic-resume notes."""
+        (elastic, like the Trainer's resume), and so may the processes per group (the saved shards are re-cut:
+        `hdet_hf.hsdp.resume_from_files`). Returns notes on what changed (empty for an exact resume)."""
         engine = self._hsdp_engine("load_checkpoint")
         assert self.model is not None and self.optimizer is not None and self.layout is not None
         first = os.path.join(folder, CHECKPOINT_FILENAME.format(rank=0))
         if not os.path.isfile(first):
             raise FileNotFoundError(f"{folder} has no {os.path.basename(first)}: not an HDET HSDP checkpoint.")
-        saved = torch.load(first, weights_only=True)["layout"]
-        if saved["shard_size"] != self.layout.shard_size:
-            raise ValueError(
-                f"{folder} was saved with --hdet_hsdp_shard_size {saved['shard_size']}, but this run has "
-                f"{self.layout.shard_size}: HDET's sharded checkpoints resume with the same shard size only. "
-                f"Resume with --hdet_hsdp_shard_size {saved['shard_size']} (any number of replica groups)."
-            )
-        shard = self.layout.shard_rank
-        paths = [
-            os.path.join(folder, CHECKPOINT_FILENAME.format(rank=replica * saved["shard_size"] + shard))
-            for replica in sources_for(self.layout.replica_rank, saved["num_replicas"], self.layout.num_replicas)
-        ]
-        states = [torch.load(path, weights_only=True) for path in paths]
-        notes = load_sharded_state(
-            states, self.accelerator.unwrap_model(self.model), self.optimizer, engine, source=paths[0]
+        loaded = torch.load(first, weights_only=True, mmap=True)
+        saved = (loaded.get("layout") if isinstance(loaded, dict) else None) or {}
+        if not all(isinstance(saved.get(k), int) for k in ("num_replicas", "shard_size")):
+            raise ValueError(f"{first} has no layout: not a checkpoint written by HDETAccelerate.save_checkpoint.")
+
+        def read(rank: int, mmap: bool) -> dict:
+            path = os.path.join(folder, CHECKPOINT_FILENAME.format(rank=rank))
+            if not os.path.isfile(path):
+                raise FileNotFoundError(
+                    f"{folder} has no {os.path.basename(path)}: a checkpoint of {saved['num_replicas']} replica "
+                    f"groups x {saved['shard_size']} processes has one file per process (a process stopped while "
+                    "saving it?). Resume from another checkpoint."
+                )
+            return torch.load(path, weights_only=True, mmap=mmap)
+
+        notes = resume_from_files(
+            read,
+            self.accelerator.unwrap_model(self.model),
+            self.optimizer,
+            engine,
+            saved_replicas=saved["num_replicas"],
+            saved_shard_size=saved["shard_size"],
+            source=os.path.join(
+                folder,
+                CHECKPOINT_FILENAME.format(rank=saved_files(self.layout, saved["num_replicas"], saved["shard_size"])[0][0]),
+            ),
         )
         assert self.lr_scheduler is not None
         self.lr_scheduler.reapply()

@@ -28,6 +28,7 @@ distributed types and refuses ``ParallelismConfig`` for MULTI_CPU), so HDET buil
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +39,7 @@ from torch import nn
 from .collectives import local_data
 from .config import HDETConfig
 from .engine import ConvergeReport, HDETEngine
-from .engine_state import merge_optimizer_states
+from .engine_state import PARAMETER_SHAPED_FIELDS, merge_optimizer_states
 
 __all__ = [
     "HSDPLayout",
@@ -47,6 +48,9 @@ __all__ = [
     "reshard",
     "check_no_accelerate_sharding",
     "sources_for",
+    "saved_files",
+    "reshard_state",
+    "resume_from_files",
     "shard_model",
     "full_model_state_dict",
     "sharded_state",
@@ -342,6 +346,204 @@ def sources_for(replica_rank: int, saved_replicas: int, replicas: int) -> list[i
     return [replica_rank % saved_replicas]
 
 
+def saved_files(layout: HSDPLayout, saved_replicas: int, saved_shard_size: int) -> list[list[int]]:
+    """The saved files (by global rank) this rank resumes from: one list per saved replica group it continues
+    (`sources_for`). With the saved shard size, the file of its own shard; with another, every shard file of
+    that group (`reshard_state` cuts this rank's rows out of them)."""
+    groups = sources_for(layout.replica_rank, saved_replicas, layout.num_replicas)
+    if saved_shard_size == layout.shard_size:
+        return [[g * saved_shard_size + layout.shard_rank] for g in groups]
+    return [[g * saved_shard_size + s for s in range(saved_shard_size)] for g in groups]
+
+
+def _rows(length: int, parts: int, index: int) -> tuple[int, int]:
+    """Rows ``[start, stop)`` of dim 0 that FSDP2 gives shard ``index`` of ``parts`` (``torch.chunk``: chunks of
+    ``ceil(length / parts)`` rows, the last shorter, trailing shards empty)."""
+    size = -(-length // parts)
+    start = min(index * size, length)
+    return start, min(start + size, length)
+
+
+def _cut(pieces: Sequence[torch.Tensor], start: int, stop: int) -> torch.Tensor:
+    """Rows ``[start, stop)`` of the dim-0 concatenation of ``pieces``, reading only those rows (a copy)."""
+    out, offset = [], 0
+    for piece in pieces:
+        lo, hi = max(start - offset, 0), min(stop - offset, piece.shape[0])
+        if lo < hi:
+            out.append(piece[lo:hi])
+        offset += piece.shape[0]
+    return torch.cat(out) if out else pieces[0][:0].clone()
+
+
+def _recut(pieces: Sequence[Any], param: torch.Tensor, shard_size: int, shard_rank: int) -> torch.Tensor | None:
+    """This rank's shard of ``param`` (a DTensor sharded on dim 0 inside the group) from the saved shards
+    ``pieces`` of the same tensor (one per saved shard rank); None if they are not shards of it."""
+    full = tuple(param.shape)
+    if not full or not all(isinstance(t, torch.Tensor) and tuple(t.shape[1:]) == full[1:] for t in pieces):
+        return None
+    if sum(t.shape[0] for t in pieces) != full[0] or any(t.dim() != len(full) for t in pieces):
+        return None
+    start, stop = _rows(full[0], shard_size, shard_rank)
+    cut = _cut(pieces, start, stop)
+    if tuple(cut.shape) != tuple(local_data(param).shape):
+        raise ValueError(
+            f"Re-cutting a saved shard for shard {shard_rank} of {shard_size} gave shape {tuple(cut.shape)}, but "
+            f"FSDP2 holds {tuple(local_data(param).shape)} of the {full} parameter here (an FSDP2 version that "
+            "splits dim 0 differently). Resume with the saved --hdet_hsdp_shard_size."
+        )
+    return cut
+
+
+def _owned(value: Any) -> Any:
+    """``value`` with every tensor copied (files read with ``mmap`` stay untouched and can be rotated away)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, dict):
+        return {k: _owned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_owned(v) for v in value]
+    return value
+
+
+def reshard_state(
+    files: Sequence[dict[str, Any]],
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    engine: HSDPEngine,
+    engine_states: Sequence[dict[str, Any]] | None = None,
+    source: str = "HSDP checkpoint",
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """One saved replica group's `sharded_state` files (every saved shard rank, in order) as this rank's file
+    under this run's shard size; with ``engine_states`` (the group's HDET states, the Trainer's
+    ``hdet_state_rank*.pt``), that state re-cut too.
+
+    FSDP2 splits each parameter along dim 0 in shard-rank order, so a replica's tensor is its shards
+    concatenated: parameters, the optimizer's per-parameter tensors (moments) and HDET's parameter-shaped
+    tensors (interval mean, outer anchors and momentum) are cut again for this rank; per-process scalars
+    (the optimizer's step) are the group's; the window's loss sums (per process; the group's loss is their
+    sum) go to shard 0. Only the rows this rank needs are read (files loaded with ``mmap`` stay mostly on disk).
+    """
+    layout = engine.layout
+    size, rank = layout.shard_size, layout.shard_rank
+    first = files[0]
+    _check_version(first, source)
+    params = dict(model.named_parameters())
+    model_state = {}
+    for name, saved in first["model"].items():
+        param = params.get(name)
+        if param is None:  # `load_sharded_state` names the parameters that do not match
+            model_state[name] = saved
+            continue
+        cut = _recut([f["model"][name] for f in files], param, size, rank)
+        if cut is None:
+            raise ValueError(
+                f"{source}: the saved shards of parameter {name!r} do not make up this model's "
+                f"{tuple(param.shape)} parameter. Resume with the model that wrote the checkpoint."
+            )
+        model_state[name] = cut
+    ordered = [p for group in optimizer.param_groups for p in group["params"]]
+    optimizer_state: dict[Any, dict[str, Any]] = {}
+    for index, param_state in first["optimizer"]["state"].items():
+        param = ordered[int(index)] if 0 <= int(index) < len(ordered) else None
+        optimizer_state[index] = {}
+        for key, value in param_state.items():
+            cut = None
+            if param is not None and isinstance(value, torch.Tensor) and value.dim():
+                cut = _recut([f["optimizer"]["state"][index][key] for f in files], param, size, rank)
+            optimizer_state[index][key] = cut if cut is not None else _owned(value)
+    state = {
+        "version": first["version"],
+        # Cut for this shard size; the saved group count stays (an elastic resume is told from it).
+        "layout": {**first["layout"], "shard_size": size},
+        "shard_rank": rank,
+        "model": model_state,
+        "buffers": _owned(first["buffers"]),
+        "optimizer": {"state": optimizer_state, "param_groups": _owned(first["optimizer"]["param_groups"])},
+    }
+    if "engine" in first:
+        state["engine"] = _reshard_engine_state([f["engine"] for f in files], engine)
+    engine_state = None if engine_states is None else _reshard_engine_state(engine_states, engine)
+    return state, engine_state
+
+
+def _reshard_engine_state(states: Sequence[dict[str, Any]], engine: HSDPEngine) -> dict[str, Any]:
+    layout = engine.layout
+    state = _owned({k: v for k, v in states[0].items() if k not in PARAMETER_SHAPED_FIELDS})
+    for key in PARAMETER_SHAPED_FIELDS:
+        saved = [s.get(key) for s in states]
+        if saved[0] is None:
+            state[key] = None
+            continue
+        if not all(isinstance(t, list) and len(t) == len(engine.replica.params) for t in saved):
+            raise ValueError(
+                f"HDET state field {key!r} does not match this model's {len(engine.replica.params)} trainable "
+                "parameters. Resume with the model that wrote the checkpoint."
+            )
+        state[key] = []
+        for i, param in enumerate(engine.replica.params):
+            cut = _recut([t[i] for t in saved], param, layout.shard_size, layout.shard_rank)
+            if cut is None:
+                raise ValueError(
+                    f"HDET state field {key!r}: the saved shards of trainable parameter {i} do not make up this "
+                    f"model's {tuple(param.shape)} parameter. Resume with the model that wrote the checkpoint."
+                )
+            state[key].append(cut)
+    # Each process sums its own items; the group's loss is the sum over the group, kept whole on shard 0.
+    for key in ("loss_sum", "loss_weight"):
+        if key in state:
+            state[key] = float(sum(float(s[key]) for s in states)) if layout.shard_rank == 0 else 0.0
+    if isinstance(state.get("config"), dict):
+        state["config"]["hsdp_shard_size"] = layout.shard_size  # now a state of this layout
+    state["hsdp"] = {**state.get("hsdp", {}), "shard_size": layout.shard_size, "shard_rank": layout.shard_rank}
+    return state
+
+
+def resume_from_files(
+    read: Callable[[int, bool], dict[str, Any]],
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    engine: HSDPEngine,
+    *,
+    saved_replicas: int,
+    saved_shard_size: int,
+    read_engine_state: Callable[[int], dict[str, Any]] | None = None,
+    source: str = "HSDP checkpoint",
+) -> list[str]:
+    """Resume this rank from a checkpoint of `sharded_state` files saved with ``saved_replicas`` replica groups of
+    ``saved_shard_size`` processes. ``read(global_rank, mmap)`` loads one rank's file; ``read_engine_state``
+    loads one rank's HDET state when it is kept apart (the Trainer's ``hdet_state_rank*.pt``; else the files'
+    ``"engine"``).
+
+    A changed number of replica groups is the elastic resume (`load_sharded_state`); a changed shard size
+    re-cuts the saved group's shards for this layout (`reshard_state`). Both may change at once. Returns
+    notes on what changed (empty for an exact resume).
+    """
+    layout = engine.layout
+    groups = saved_files(layout, saved_replicas, saved_shard_size)
+    if saved_shard_size == layout.shard_size:
+        states = [read(files[0], False) for files in groups]
+        engine_state = None if read_engine_state is None else read_engine_state(groups[0][0])
+    else:
+        states, engine_state = [], None
+        for i, files in enumerate(groups):
+            engine_states = None
+            if i == 0 and read_engine_state is not None:
+                engine_states = [read_engine_state(r) for r in files]
+            state, cut = reshard_state(
+                [read(r, True) for r in files], model, optimizer, engine, engine_states, source=source
+            )
+            states.append(state)
+            engine_state = cut if i == 0 else engine_state
+    notes = load_sharded_state(states, model, optimizer, engine, engine_state=engine_state, source=source)
+    if saved_shard_size != layout.shard_size:
+        notes.append(
+            f"shard size {saved_shard_size} -> {layout.shard_size}: parameter, optimizer and HDET shards re-cut "
+            f"from each saved group's {saved_shard_size} files; group {layout.replica_rank} continues saved "
+            f"group(s) {sources_for(layout.replica_rank, saved_replicas, layout.num_replicas)}"
+        )
+    return notes
+
+
 def load_sharded_state(
     states: list[dict[str, Any]],
     model: nn.Module,
@@ -353,24 +555,21 @@ def load_sharded_state(
 ) -> list[str]:
     """Restore `sharded_state` files (``states[0]`` first; several when fewer replica groups resume more).
 
-    The saved shard layout must match (same processes per group); the number of replica groups may change
-    (the HDET state's elastic resume: multipliers recomputed, base values and controller kept; optimizer
-    moments of several saved groups averaged). Returns the engine's notes.
+    The states must be cut for this rank's shard (same shard size and shard rank: a checkpoint of another shard
+    size goes through `reshard_state` first, as `resume_from_files` does); the number of replica groups may
+    change (the HDET state's elastic resume: multipliers recomputed, base values and controller kept;
+    optimizer moments of several saved groups averaged). Returns the engine's notes.
     """
     first = states[0]
-    if not isinstance(first, dict) or first.get("version") != HSDP_STATE_VERSION:
-        raise ValueError(
-            f"{source}: expected an HSDP checkpoint of version {HSDP_STATE_VERSION} written by "
-            f"hdet_hf.hsdp.sharded_state, but got {first.get('version') if isinstance(first, dict) else first!r}."
-        )
+    _check_version(first, source)
     layout = engine.layout
     saved_shard = first["layout"]["shard_size"]
     if saved_shard != layout.shard_size or first["shard_rank"] != layout.shard_rank:
         raise ValueError(
-            f"{source} was saved with --hdet_hsdp_shard_size {saved_shard} (shard {first['shard_rank']}), but "
-            f"this process is shard {layout.shard_rank} of {layout.shard_size}: HDET's sharded checkpoints "
-            f"resume with the same shard size only. Resume with --hdet_hsdp_shard_size {saved_shard} (any "
-            "number of replica groups), or start a new run from the saved model."
+            f"{source} holds shard {first['shard_rank']} of {saved_shard} (--hdet_hsdp_shard_size {saved_shard}), "
+            f"but this process is shard {layout.shard_rank} of {layout.shard_size}. Load the checkpoint with "
+            "hdet_hf.hsdp.resume_from_files (HDETTrainer's resume and HDETAccelerate.load_checkpoint do), which "
+            "re-cuts the saved shards for another shard size."
         )
     reshard(model)
     params = dict(model.named_parameters())
@@ -399,6 +598,14 @@ def load_sharded_state(
     )
     optimizer.load_state_dict(_globalise(merge_optimizer_states([s["optimizer"] for s in states]), optimizer))
     return notes
+
+
+def _check_version(state: Any, source: str) -> None:
+    if not isinstance(state, dict) or state.get("version") != HSDP_STATE_VERSION:
+        raise ValueError(
+            f"{source}: expected an HSDP checkpoint of version {HSDP_STATE_VERSION} written by "
+            f"hdet_hf.hsdp.sharded_state, but got {state.get('version') if isinstance(state, dict) else state!r}."
+        )
 
 
 def _globalise(state: dict[str, Any], optimizer: torch.optim.Optimizer) -> dict[str, Any]:

@@ -40,10 +40,10 @@ from .hsdp import (
     build_layout,
     check_no_accelerate_sharding,
     full_model_state_dict,
-    load_sharded_state,
+    resume_from_files,
+    saved_files,
     shard_model,
     sharded_state,
-    sources_for,
 )
 from .hyperparameters import (
     Hyperparameter,
@@ -547,6 +547,7 @@ class HDETTrainerMixin:
             _check_checkpoint_files(checkpoint, hdet=True)
             saved_world, shared = _read_saved_state(checkpoint)
             self._check_run_length(checkpoint, shared)
+            _check_sharding_matches(checkpoint, shared, hsdp=isinstance(engine, HSDPEngine))
         except (ValueError, FileNotFoundError) as exc:
             error = exc
         _raise_on_every_rank(error, engine)
@@ -599,37 +600,30 @@ class HDETTrainerMixin:
     ) -> None:
         """HSDP resume: scheduler, then this rank's parameter and optimizer shards and HDET state.
 
-        The number of replica groups may change (as the Trainer's elastic resume); the shard size may not."""
+        The number of replica groups may change (as the Trainer's elastic resume), and so may the shard size
+        (the saved group's shards are re-cut for this layout: `hdet_hf.hsdp.resume_from_files`)."""
         layout = engine.layout
         error: Exception | None = None
         notes: list[str] = []
         try:
-            saved_shard = (shared.get("hsdp") or {}).get("shard_size")
-            if saved_shard != layout.shard_size:
-                raise ValueError(
-                    f"Checkpoint {checkpoint} was saved "
-                    + (f"with --hdet_hsdp_shard_size {saved_shard}" if saved_shard else "without HSDP")
-                    + f", but this run has --hdet_hsdp_shard_size {layout.shard_size}: HDET's sharded checkpoints "
-                    "resume with the same shard size only (any number of replica groups). Resume with "
-                    + (f"--hdet_hsdp_shard_size {saved_shard}" if saved_shard else "--hdet_hsdp_shard_size 0")
-                    + ", or start a new run from the checkpoint's weights."
-                )
+            saved_shard = shared["hsdp"]["shard_size"]  # an HSDP checkpoint (`_check_sharding_matches`)
             self.lr_scheduler.load_state_dict(
                 _load_checkpoint_file(os.path.join(checkpoint, SCHEDULER_NAME), checkpoint)
             )
-            files = [
-                replica * layout.shard_size + layout.shard_rank
-                for replica in sources_for(layout.replica_rank, saved_replicas, layout.num_replicas)
-            ]
-            state_path = os.path.join(checkpoint, STATE_FILENAME.format(rank=files[0]))
-            shards = [_load_checkpoint_file(os.path.join(checkpoint, SHARDS_FILENAME.format(rank=f)), checkpoint) for f in files]
-            notes = load_sharded_state(
-                shards,
+            first = saved_files(layout, saved_replicas, saved_shard)[0][0]  # the file errors name
+            notes = resume_from_files(
+                lambda rank, mmap: _load_checkpoint_file(
+                    os.path.join(checkpoint, SHARDS_FILENAME.format(rank=rank)), checkpoint, mmap=mmap
+                ),
                 self.accelerator.unwrap_model(self.model),
                 self.optimizer,
                 engine,
-                engine_state=_load_checkpoint_file(state_path, checkpoint),
-                source=state_path,
+                saved_replicas=saved_replicas,
+                saved_shard_size=saved_shard,
+                read_engine_state=lambda rank: _load_checkpoint_file(
+                    os.path.join(checkpoint, STATE_FILENAME.format(rank=rank)), checkpoint
+                ),
+                source=os.path.join(checkpoint, STATE_FILENAME.format(rank=first)),
             )
         except (ValueError, FileNotFoundError, KeyError) as exc:
             error = exc if not isinstance(exc, KeyError) else ValueError(f"{checkpoint}: {exc}")
@@ -699,14 +693,15 @@ def _atomic_save(obj: Any, path: str) -> None:
         raise
 
 
-def _load_checkpoint_file(path: str, checkpoint: str) -> Any:
-    """``torch.load(weights_only=True)`` with errors that name the file and what to do."""
+def _load_checkpoint_file(path: str, checkpoint: str, mmap: bool = False) -> Any:
+    """``torch.load(weights_only=True)`` with errors that name the file and what to do (``mmap``: tensors are
+    read from disk when used)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f"Checkpoint {checkpoint} has no {os.path.basename(path)}. {_resume_hint(checkpoint)}"
         )
     try:
-        return torch.load(path, weights_only=True, map_location="cpu")
+        return torch.load(path, weights_only=True, map_location="cpu", mmap=mmap)
     except Exception as exc:  # truncated zip, wrong pickle, ...: all mean the same to the user
         raise ValueError(
             f"Checkpoint file {path} could not be read ({type(exc).__name__}: {str(exc)[:200]}): it is damaged or "
@@ -802,6 +797,28 @@ def _read_saved_state(checkpoint: str) -> tuple[int, dict[str, Any]]:
             "was edited; resume from another checkpoint."
         )
     return world, state
+
+
+def _check_sharding_matches(checkpoint: str, shared: dict[str, Any], hsdp: bool) -> None:
+    """An HSDP checkpoint resumes with HSDP (any layout) and a whole-replica one without: the saved optimizer and
+    HDET tensors are shards in one and whole in the other."""
+    saved = shared.get("hsdp")
+    if isinstance(saved, dict) and not hsdp:
+        raise ValueError(
+            f"Checkpoint {checkpoint} was saved with --hdet_hsdp_shard_size {saved.get('shard_size')} "
+            f"({saved.get('num_replicas')} replica groups), but this run has no --hdet_hsdp_shard_size: its "
+            "optimizer and HDET state are sharded and do not load into whole replicas. Resume with "
+            "--hdet_hsdp_shard_size N (any N that leaves at least 2 replica groups; the shards are re-cut), or start "
+            "a new run from the checkpoint's weights (e.g. --model_name_or_path <checkpoint>: model.safetensors is "
+            "the ensemble's mean)."
+        )
+    if hsdp and not (isinstance(saved, dict) and isinstance(saved.get("shard_size"), int) and saved["shard_size"] >= 1):
+        raise ValueError(
+            f"Checkpoint {checkpoint} was saved without HSDP (every process a whole replica), but this run has "
+            "--hdet_hsdp_shard_size: HDET resumes a whole-replica checkpoint without sharding only. Resume without "
+            "--hdet_hsdp_shard_size, or start a new run from the checkpoint's weights (e.g. "
+            "--model_name_or_path <checkpoint>)."
+        )
 
 
 def _raise_on_every_rank(error: Exception | None, engine: HDETEngine) -> None:

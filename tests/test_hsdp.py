@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from distributed import load_ranks, torchrun
+from distributed import gloo_only, load_ranks, torchrun
 
 from hdet_hf.hsdp import check_no_accelerate_sharding, load_sharded_state
 
@@ -94,9 +94,16 @@ def test_local_mode_groups_explore_apart_and_converge_exactly(local_run):
         assert all(p == probes[0] for p in probes) and len(probes[0]) == 2 and probes[0][0] != probes[0][1]
 
 
-def test_shared_mode_all_reduces_gradients_across_groups(tmp_path):
-    torchrun("hsdp_worker.py", NPROC, ["shared", str(tmp_path), str(STEPS)])
-    ranks = load_ranks(tmp_path, NPROC)
+@pytest.fixture(scope="module")
+def shared_run(tmp_path_factory):
+    """Shared mode (FSDP2 on the 2-D mesh), saving a checkpoint at step 6."""
+    dump, ckpt = tmp_path_factory.mktemp("shared"), tmp_path_factory.mktemp("shared_ckpt")
+    torchrun("hsdp_worker.py", NPROC, ["shared", str(dump), str(STEPS), "--save_at", "6", str(ckpt)])
+    return load_ranks(dump, NPROC), ckpt
+
+
+def test_shared_mode_all_reduces_gradients_across_groups(shared_run):
+    ranks, _ = shared_run
     check_replica_groups(ranks)
     crossing = cross_group(ranks, "train")
     # HSDP's own gradient all-reduce across groups, every step (what local mode leaves out).
@@ -135,13 +142,56 @@ def test_resume_on_more_replica_groups_is_elastic(local_run, tmp_path):
     assert ranks[0]["steps"][7]["scale"] == reference[0]["steps"][6]["scale"]
 
 
-def test_resume_with_another_shard_size_is_refused(local_run):
+def test_resume_with_another_shard_size_recuts_the_shards(shared_run, tmp_path):
+    """Shared mode, 2 groups x 2 shards saved, 2 groups x 1 resumed (2 processes): each group's shards joined
+    (into DTensors on the 2-D mesh), schedule kept. (The Trainer tests below cover local mode.)"""
+    gloo_only()
+    reference, ckpt = shared_run
+    torchrun("hsdp_worker.py", 2, ["shared", str(tmp_path), str(STEPS), "--shard", "1", "--resume", str(ckpt)])
+    ranks = load_ranks(tmp_path, 2)
+    assert all(r["error"] is None and "shard size 2 -> 1" in r["notes"][0] for r in ranks)
+    for r in ranks:
+        g = r["replica_rank"]
+        assert sorted(r["steps"]) == list(range(7, STEPS + 1))
+        # Not elastic: the multipliers and the schedule carry on, so the LRs are the reference's (the data,
+        # fixed by the process rank, is not).
+        for step in range(7, STEPS + 1):
+            assert r["steps"][step]["lr"] == reference[g * SHARD]["steps"][step]["lr"], (g, step)
+    assert same(ranks[0]["steps"][8]["post"], ranks[1]["steps"][8]["post"])
+    assert not same(ranks[0]["steps"][7]["post"], ranks[1]["steps"][7]["post"])
+
+
+def test_load_sharded_state_refuses_states_of_another_layout(local_run):
     _, ckpt = local_run
     saved = torch.load(ckpt / "hdet_hsdp_rank0.pt", weights_only=True)
     # Checked before anything is touched, so a stand-in for this run's engine (4 groups of 1) is enough.
     layout = SimpleNamespace(shard_size=1, shard_rank=0, num_replicas=4)
-    with pytest.raises(ValueError, match="--hdet_hsdp_shard_size 2 .shard 0., but this process is shard 0 of 1"):
+    with pytest.raises(ValueError, match="holds shard 0 of 2 .* but this process is shard 0 of 1.*resume_from_files"):
         load_sharded_state([saved], None, None, SimpleNamespace(layout=layout))
+
+
+def test_recut_matches_fsdp2_split_for_uneven_shapes():
+    """Saved shards of one shard size cut for another give exactly FSDP2's shard (torch.chunk, empty tails)."""
+    from torch.distributed.fsdp._fully_shard._fsdp_common import _chunk_with_empty, _get_dim_chunked_size
+
+    from hdet_hf.hsdp import _recut
+
+    def fsdp2_shards(full: torch.Tensor, parts: int) -> list[torch.Tensor]:
+        # What FSDP2 holds locally: an empty chunk keeps the other dims (fully_shard's sharded_size).
+        return [c.reshape(_get_dim_chunked_size(c, full.shape, 0)) for c in _chunk_with_empty(full, parts, 0)]
+
+    for rows in (1, 5, 7, 8):
+        full = torch.arange(rows * 3, dtype=torch.float32).reshape(rows, 3)
+        for saved in (1, 2, 3, 4):
+            pieces = fsdp2_shards(full, saved)
+            for size in (1, 2, 3, 4):
+                for rank, expected in enumerate(fsdp2_shards(full, size)):
+                    param = SimpleNamespace(shape=full.shape, data=SimpleNamespace(to_local=lambda e=expected: e))
+                    assert torch.equal(_recut(pieces, param, size, rank), expected), (rows, saved, size, rank)
+    # Tensors that are not shards of the parameter (a scalar step, another shape) are left to the caller.
+    param = SimpleNamespace(shape=torch.Size([4, 3]), data=SimpleNamespace(to_local=lambda: torch.zeros(2, 3)))
+    assert _recut([torch.tensor(5.0), torch.tensor(5.0)], param, 2, 0) is None
+    assert _recut([torch.zeros(2, 2), torch.zeros(2, 2)], param, 2, 0) is None
 
 
 def test_accelerate_sharding_is_refused_naming_the_route():
@@ -160,12 +210,57 @@ TRAINER_ARGS = [
 ]  # fmt: skip
 
 
-def test_trainer_route_trains_saves_and_resumes_exactly(tmp_path):
-    """HDETTrainer --hdet_hsdp_shard_size 2 on 4 processes; then a resume from checkpoint-6 on fresh processes."""
-    out = tmp_path / "out"
-    (tmp_path / "a").mkdir()
-    torchrun("hsdp_trainer_worker.py", NPROC, ["--dump_dir", str(tmp_path / "a"), "--output_dir", str(out), *TRAINER_ARGS])
-    ranks = load_ranks(tmp_path / "a", NPROC)
+@pytest.fixture(scope="module")
+def trainer_run(tmp_path_factory):
+    """HDETTrainer --hdet_hsdp_shard_size 2 on 4 processes, checkpoint-6: the reference of the Trainer's resumes."""
+    base = tmp_path_factory.mktemp("trainer")
+    (base / "dump").mkdir()
+    torchrun("hsdp_trainer_worker.py", NPROC, ["--dump_dir", str(base / "dump"), "--output_dir", str(base / "out"), *TRAINER_ARGS])
+    return load_ranks(base / "dump", NPROC), base / "out" / "checkpoint-6"
+
+
+def resume_trainer(tmp_path, checkpoint, nproc: int, *extra: str) -> list[dict]:
+    """The Trainer route resumed from ``checkpoint`` on ``nproc`` fresh processes (``extra`` overrides flags)."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    args = ["--dump_dir", str(dump), "--resume", str(checkpoint), "--output_dir", str(tmp_path / "out"), *TRAINER_ARGS, *extra]
+    torchrun("hsdp_trainer_worker.py", nproc, args)
+    return load_ranks(dump, nproc)
+
+
+def saved_group(checkpoint, group: int, shard_size: int) -> list[dict]:
+    """The shard files of one saved replica group, in shard order."""
+    return [torch.load(checkpoint / f"hdet_hsdp_rank{group * shard_size + s}.pt", weights_only=True) for s in range(shard_size)]
+
+
+def joined(pieces: list[torch.Tensor], shard_size: int, shard: int) -> torch.Tensor:
+    """Shard ``shard`` of ``shard_size`` (FSDP2's dim-0 split) of the replica tensor made of saved ``pieces``."""
+    full = torch.cat(pieces)
+    chunks = torch.chunk(full, shard_size)
+    return chunks[shard] if shard < len(chunks) else full[:0]
+
+
+def moments(files: list[dict], shard_size: int, shard: int) -> list[dict[str, torch.Tensor]]:
+    """The saved group's optimizer moments, cut for shard ``shard`` of ``shard_size``."""
+    states = [f["optimizer"]["state"] for f in files]
+    return [
+        {key: joined([s[i][key] for s in states], shard_size, shard) for key in ("exp_avg", "exp_avg_sq")}
+        for i in sorted(states[0])
+    ]
+
+
+def check_groups_apart_then_one(ranks: list[dict], shard_size: int, apart: int, converged: int) -> None:
+    """One LR per group, a different one per group at step ``apart``; all groups bit-identical after ``converged``."""
+    groups = groups_of(ranks)
+    lrs = [{m["steps"][apart]["lr"] for m in members} for members in groups.values()]
+    assert all(len(v) == 1 for v in lrs) and len(set.union(*lrs)) == len(groups), lrs
+    for shard in range(shard_size):
+        posts = [members[shard]["steps"][converged]["shards"] for members in groups.values()]
+        assert all(same(posts[0], p) for p in posts[1:]), shard
+
+
+def test_trainer_route_trains_and_saves(trainer_run):
+    ranks, checkpoint = trainer_run
     groups = groups_of(ranks)
     for step in range(1, 9):
         assert len({m["steps"][step]["lr"] for m in groups[0]}) == 1
@@ -175,20 +270,95 @@ def test_trainer_route_trains_saves_and_resumes_exactly(tmp_path):
             # Converges at 4 and 8 (T) and before the checkpoint at 6; apart otherwise.
             assert same(a, b) == (step in (4, 6, 8)), (step, shard)
     assert ranks[0]["saved_matches_gathered"]  # the saved model is the gathered ensemble mean, loadable as is
-    names = {p.name for p in (out / "checkpoint-6").iterdir()}
+    names = {p.name for p in checkpoint.iterdir()}
     assert {f"hdet_hsdp_rank{r}.pt" for r in range(NPROC)} <= names and "optimizer.pt" not in names
 
-    (tmp_path / "b").mkdir()
-    torchrun(
-        "hsdp_trainer_worker.py",
-        NPROC,
-        ["--dump_dir", str(tmp_path / "b"), "--resume", str(out / "checkpoint-6"), "--output_dir", str(tmp_path / "out_b"), *TRAINER_ARGS],
-    )
-    for a, b in zip(ranks, load_ranks(tmp_path / "b", NPROC)):
+
+def test_trainer_resume_reproduces_the_uninterrupted_run(trainer_run, tmp_path):
+    reference, checkpoint = trainer_run
+    resumed = resume_trainer(tmp_path, checkpoint, NPROC)
+    for a, b in zip(reference, resumed):
+        assert b["notes"] == [] and b["loaded"]["step"] == 6
         assert sorted(b["steps"]) == [7, 8]
         for step in (7, 8):
             assert b["steps"][step]["lr"] == a["steps"][step]["lr"]
             assert same(b["steps"][step]["shards"], a["steps"][step]["shards"]), (a["rank"], step)
+
+
+@pytest.fixture(scope="module")
+def trainer_on_three_groups(trainer_run, tmp_path_factory):
+    """checkpoint-6 (2 groups x 2 shards) resumed on 6 processes (3 groups x 2), saving checkpoint-7 on the way."""
+    gloo_only()  # the checkpoint logic is backend-independent; the NCCL check runs the 4-process Trainer tests
+    tmp_path = tmp_path_factory.mktemp("three_groups")
+    return resume_trainer(tmp_path, trainer_run[1], 6, "--save_at", "7"), tmp_path / "out" / "checkpoint-7"
+
+
+def test_trainer_resume_on_more_replica_groups_is_elastic(trainer_run, trainer_on_three_groups):
+    """The elastic resume of whole replicas, per group: new group 2 continues saved group 0's shards."""
+    reference, checkpoint = trainer_run
+    ranks, _ = trainer_on_three_groups
+    assert [(r["replica_rank"], r["shard_rank"]) for r in ranks] == [(g, s) for g in range(3) for s in range(SHARD)]
+    assert "world size 2 -> 3: multipliers recomputed" in ranks[0]["notes"][0]
+    saved = {g: saved_group(checkpoint, g, SHARD) for g in (0, 1)}
+    for r in ranks:
+        g, s = r["replica_rank"], r["shard_rank"]
+        assert r["loaded"]["step"] == r["loaded"]["engine_step"] == 6 and sorted(r["steps"]) == [7, 8]
+        source = reference[(g % 2) * SHARD + s]
+        assert same(r["loaded"]["shards"], source["steps"][6]["shards"])
+        for mine, theirs in zip(r["loaded"]["optimizer"], moments(saved[g % 2], SHARD, s)):
+            assert torch.equal(mine["exp_avg"], theirs["exp_avg"]) and torch.equal(mine["exp_avg_sq"], theirs["exp_avg_sq"])
+    # Three LRs (multipliers recomputed for 3 groups), one per group; one model after the converges at 7 (save) and 8.
+    check_groups_apart_then_one(ranks, SHARD, apart=7, converged=8)
+
+
+def test_trainer_resume_with_another_shard_size_recuts_the_shards(trainer_run, tmp_path):
+    """Same 2 groups, 1 process each instead of 2: each group's shards joined; the run continues its schedule."""
+    gloo_only()
+    reference, checkpoint = trainer_run
+    ranks = resume_trainer(tmp_path, checkpoint, 2, "--hdet_hsdp_shard_size", "1")
+    notes = ranks[0]["notes"][0]
+    assert "shard size 2 -> 1" in notes and "world size" not in notes
+    for r in ranks:
+        g = r["replica_rank"]
+        assert r["shard_rank"] == 0 and r["loaded"]["step"] == 6
+        parts = [reference[g * SHARD + s]["steps"][6]["shards"] for s in range(SHARD)]
+        assert same(r["loaded"]["shards"], [torch.cat(p) for p in zip(*parts)])
+        for mine, theirs in zip(r["loaded"]["optimizer"], moments(saved_group(checkpoint, g, SHARD), 1, 0)):
+            assert torch.equal(mine["exp_avg"], theirs["exp_avg"]) and torch.equal(mine["exp_avg_sq"], theirs["exp_avg_sq"])
+        # Not elastic: the saved multipliers and schedule carry on, so each group steps with the reference's LRs.
+        for step in (7, 8):
+            assert r["steps"][step]["lr"] == reference[g * SHARD]["steps"][step]["lr"], (g, step)
+    check_groups_apart_then_one(ranks, 1, apart=7, converged=8)
+
+
+def test_trainer_resume_on_fewer_groups_and_another_shard_size(trainer_on_three_groups, tmp_path):
+    """checkpoint-7 (3 groups x 2) resumed on 2 processes (2 groups x 1): group 0 averages saved groups 0 and 2."""
+    _, checkpoint = trainer_on_three_groups
+    ranks = resume_trainer(tmp_path, checkpoint, 2, "--hdet_hsdp_shard_size", "1")
+    assert "world size 3 -> 2" in ranks[0]["notes"][0] and "shard size 2 -> 1" in ranks[0]["notes"][0]
+    for r, sources in zip(ranks, ([0, 2], [1])):
+        assert r["loaded"]["step"] == 7 and sorted(r["steps"]) == [8]
+        expected = [moments(saved_group(checkpoint, g, SHARD), 1, 0) for g in sources]
+        for i, mine in enumerate(r["loaded"]["optimizer"]):
+            for key in ("exp_avg", "exp_avg_sq"):
+                mean = torch.stack([e[i][key] for e in expected]).mean(0)
+                assert torch.allclose(mine[key], mean, rtol=0, atol=1e-12), (r["rank"], i, key)
+    assert same(ranks[0]["steps"][8]["shards"], ranks[1]["steps"][8]["shards"])  # the final converge
+
+
+def test_trainer_refuses_to_mix_sharded_and_whole_replica_checkpoints(trainer_run):
+    """Checked on every rank before any state is loaded (`_raise_on_every_rank`), with the way out."""
+    from hdet_hf.trainer import _check_sharding_matches, _read_saved_state
+
+    _, checkpoint = trainer_run
+    _, shared = _read_saved_state(str(checkpoint))
+    with pytest.raises(ValueError, match=r"saved with --hdet_hsdp_shard_size 2 \(2 replica groups\), but this run has no"):
+        _check_sharding_matches(str(checkpoint), shared, hsdp=False)
+    _check_sharding_matches(str(checkpoint), shared, hsdp=True)
+    whole = {k: v for k, v in shared.items() if k != "hsdp"}
+    with pytest.raises(ValueError, match="saved without HSDP .* Resume without --hdet_hsdp_shard_size"):
+        _check_sharding_matches(str(checkpoint), whole, hsdp=True)
+    _check_sharding_matches(str(checkpoint), whole, hsdp=False)
 
 
 @pytest.mark.gpu

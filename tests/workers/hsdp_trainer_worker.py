@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from hdet_hf.process import finish_distributed  # noqa: E402
 class WorkerArgs:
     dump_dir: str = field(default="dump")
     resume: str = field(default="")
+    save_at: int = field(default=0)  # also save a checkpoint at this step (a resumed run keeps the saved save_steps)
 
 
 class Recorder(TrainerCallback):
@@ -31,6 +33,21 @@ class Recorder(TrainerCallback):
         self.trainer = trainer
         self.steps: dict[int, dict] = {}
         self._lr = 0.0
+        self.loaded: dict = {}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # After a resume has loaded everything: what this rank starts from (parameter and optimizer shards).
+        optimizer = self.trainer.optimizer
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        self.loaded = {
+            "step": state.global_step,
+            "shards": [local_data(p).clone() for p in self.trainer.model.parameters()],
+            "optimizer": [
+                {k: local_data(v).clone() for k, v in optimizer.state[p].items() if torch.is_tensor(v)} for p in params
+            ],
+            "engine_step": self.trainer.hdet_engine.step,
+            "lrs": [float(g["lr"]) for g in optimizer.param_groups],
+        }
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
         self._lr = float(self.trainer.optimizer.param_groups[0]["lr"])
@@ -43,6 +60,26 @@ class Recorder(TrainerCallback):
         }
 
 
+class SaveAt(TrainerCallback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            control.should_save = True
+
+
+class Notes(logging.Handler):
+    """The HDET trainer's warnings (an elastic resume's notes, on rank 0)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 def main() -> None:
     worker, args = HfArgumentParser((WorkerArgs, HDETTrainingArguments)).parse_args_into_dataclasses()
     tok = tiny_lm.tokenizer()
@@ -52,6 +89,11 @@ def main() -> None:
     trainer = HDETTrainer(model=tiny_lm.model(seed=0), args=args, train_dataset=train)
     recorder = Recorder(trainer)
     trainer.add_callback(recorder)
+    if worker.save_at:
+        # Before HDET's callback, which converges before a save.
+        trainer.callback_handler.callbacks.insert(0, SaveAt(worker.save_at))
+    notes = Notes()
+    logging.getLogger("hdet_hf.trainer").addHandler(notes)
     trainer.train(resume_from_checkpoint=worker.resume or None)
     trainer.save_model()
     full = full_model_state_dict(trainer.model)
@@ -62,6 +104,8 @@ def main() -> None:
         "replica_rank": trainer.hdet_layout.replica_rank,
         "shard_rank": trainer.hdet_layout.shard_rank,
         "trajectory": trainer.hdet_engine.trajectory,
+        "loaded": recorder.loaded,
+        "notes": notes.messages,
     }
     if rank == 0:
         saved = LlamaForCausalLM.from_pretrained(args.output_dir).state_dict()
