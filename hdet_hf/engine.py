@@ -4,7 +4,7 @@ It decides *when* to converge (every ``sync_interval`` optimizer steps, plus for
 evaluation, saving and at the end) and runs a converge as four named steps: score (this replica, no
 communication), exchange (the one collective), decide (divergence, controller, outer step, permutations) and
 record. What each step works with lives in its own module (README, "Design: the layers"): `registry`,
-`learning_rates`, `score_window`, `replica`, `converge_stats`, `run_record`, `engine_state`.
+`learning_rates`, `score_window`, `replica`, `health`, `converge_stats`, `run_record`, `engine_state`.
 
 The shells call, per optimizer step:
 
@@ -19,52 +19,36 @@ converge is one fused all-reduce that averages the replica's tensors and gathers
 
 from __future__ import annotations
 
-import functools
 import math
 import sys
 import warnings
 from collections.abc import Callable
-from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from . import engine_state
 from .collectives import NoContributorError, fused_average_
 from .config import HDETConfig
-from .controller import ControllerSettings, loss_diverged
+from .controller import ControllerSettings
 from .converge_stats import GatheredStats, StatsLayout
 from .cooldown import cooldown_score
-from .engine_state import STATE_VERSION, check_settings_agree
+from .engine_state import STATE_VERSION, EngineCheckpoint, check_settings_agree
+from .health import HDETDivergenceError, ReplicaHealth
 from .learning_rates import LearningRates
 from .outer import OuterStep
+from .process import rank_and_world_size
 from .registry import ExploredValues, HyperparameterRegistry
 from .replica import ReplicaTensors
-from .run_record import ConvergeReport, RunRecorder, SyncReport
-from .schedule_metadata import HDETSchedule
-from .score_window import ScoreWindow
+from .run_record import ConvergeReport, RunRecorder, RunRecordViews, SyncReport
+from .score_window import AVERAGED_SIGNALS, COOLDOWN_SIGNALS, PROBE_ONLY_SIGNALS, ScoreWindow
 
 __all__ = ["HDETEngine", "ConvergeReport", "SyncReport", "HDETDivergenceError", "STATE_VERSION"]
 
-# Signals scored at each replica's mean weights over the interval, and those that need no train loss.
-AVERAGED_SIGNALS = ("averaged_probe", "train_and_averaged_probe")
-PROBE_ONLY_SIGNALS = ("probe", "averaged_probe", "cooldown_probe")
-# Signals scored after a short LR cool-down on copies of each replica (`cooldown`).
-COOLDOWN_SIGNALS = ("cooldown_probe", "train_and_cooldown_probe")
 
-
-def _view(*path: str) -> Any:
-    """A read-only property that follows ``path`` from the engine (``engine.trajectory`` -> its record's)."""
-    return property(lambda self: functools.reduce(getattr, path, self))
-
-
-class HDETDivergenceError(RuntimeError):
-    """Every replica diverged at one converge: there is no healthy average to continue from."""
-
-
-class HDETEngine(ExploredValues):
-    """HDET state and protocol for one process.
+class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
+    """HDET state and protocol for one process (views of its registry and run record, and its checkpoint
+    methods, are mixed in: `ExploredValues`, `RunRecordViews`, `EngineCheckpoint`).
 
     Args:
         config: the validated `HDETConfig`.
@@ -97,13 +81,7 @@ class HDETEngine(ExploredValues):
     ) -> None:
         config.check_run_length(total_steps)
         self.config, self.optimizer, self.total_steps, self.group = config, optimizer, total_steps, group
-        initialized = dist.is_available() and dist.is_initialized()
-        self.rank = rank if rank is not None else (dist.get_rank(group) if initialized else 0)
-        self.world_size = (
-            world_size if world_size is not None else (dist.get_world_size(group) if initialized else 1)
-        )
-        if self.world_size > 1 and not initialized:
-            raise ValueError(f"world_size={self.world_size} needs torch.distributed to be initialized")
+        self.rank, self.world_size = rank_and_world_size(rank, world_size, group)
         if self.world_size == 1 and config.lr_spread > 0:
             warnings.warn(
                 "HDET runs on a single process: there is nothing to spread or average, so it trains like "
@@ -139,9 +117,7 @@ class HDETEngine(ExploredValues):
         # Since the last converge of any kind: 0 means the replicas are identical (see `force_converge`).
         self.steps_since_converge = 0
         self.last_report: ConvergeReport | None = None
-        # Ensemble mean loss at the previous converge (the divergence test's reference) and at the first.
-        self.last_mean_loss: float | None = None
-        self.first_mean_loss: float | None = None
+        self.health = ReplicaHealth(config.divergence_factor)
         if self.world_size > 1:
             self._check_settings_agree()
 
@@ -149,13 +125,7 @@ class HDETEngine(ExploredValues):
         """Refuse settings that differ between the processes of ``self.group`` (see `engine_state`)."""
         check_settings_agree(self.config, self.total_steps, self.group)
 
-    # ------------------------------------------------------------------------- records and learning rates
-    # Views into the run record (read by the shells, scripts and tests).
-    lr_per_step = _view("recorder", "record", "lr_per_step")
-    trajectory = _view("recorder", "record", "trajectory")
-    values_per_step = _view("recorder", "record", "values_per_step")
-    divergence_events = _view("recorder", "record", "divergence_events")
-
+    # ------------------------------------------------------------------------------------- learning rates
     def lr_values(self, schedule_lrs: list[float]) -> list[float]:
         """This rank's LR per param group for the next step, and record the base LRs (for metadata/replay)."""
         return self.lrs.values(schedule_lrs, self.step + 1, self.rank)
@@ -277,15 +247,8 @@ class HDETEngine(ExploredValues):
         return self.window.score(self.replica.params, self.probe_fn, at_average=at_average)
 
     def _is_healthy(self, window_loss: float | None, probe_loss: float | None) -> bool:
-        """Finite loss(es) and parameters, and a window loss that passes the divergence test (None: no score)."""
-        if not all(math.isfinite(x) for x in (window_loss, probe_loss) if x is not None):
-            return False
-        # Decided locally (no extra collective): compared with ensemble means gathered at earlier converges.
-        if window_loss is not None and loss_diverged(
-            window_loss, self.last_mean_loss, self.first_mean_loss, self.config.divergence_factor
-        ):
-            return False
-        return self.replica.all_finite()
+        """Whether this replica enters the average (`ReplicaHealth.healthy`; HSDP judges a group as one)."""
+        return self.health.healthy(window_loss, probe_loss, self.replica.all_finite)
 
     def _exchange(self, layout: StatsLayout, mine: torch.Tensor) -> GatheredStats:
         """The one collective: average the healthy replicas' tensors and gather every rank's row."""
@@ -297,12 +260,7 @@ class HDETEngine(ExploredValues):
             )
         except NoContributorError as error:
             # Every rank sees the same (zero) count, so every rank stops here, before anything is saved.
-            raise HDETDivergenceError(
-                f"Every HDET replica diverged by step {self.step} (non-finite loss or parameters, or loss above "
-                f"{self.config.divergence_factor}x the last ensemble mean and above the first converge's): nothing "
-                "healthy to average. "
-                "Training stopped; earlier checkpoints are untouched. Lower --learning_rate or --hdet_lr_spread."
-            ) from error
+            raise self.health.all_diverged(self.step) from error
         return layout.read(table)
 
     def _decide(self, gathered: GatheredStats, *, healthy: bool, regular: bool, probed: bool) -> ConvergeReport:
@@ -316,11 +274,7 @@ class HDETEngine(ExploredValues):
             self.replica.reset_optimizer_moments()
             self.window.reset_loss()
             self.window.diverged = True
-        good = [loss for loss, ok in zip(losses, gathered.scored.tolist()) if ok]
-        if good and all(math.isfinite(x) for x in good):
-            self.last_mean_loss = sum(good) / len(good)
-            if self.first_mean_loss is None:
-                self.first_mean_loss = self.last_mean_loss
+        self.health.observe(losses, gathered.scored.tolist())
         # The values of the interval just ended: taken before the controller moves them.
         bases = {**self.lrs.bases_at(self.step), **self.registry.base_values()}
         report = ConvergeReport(
@@ -355,21 +309,3 @@ class HDETEngine(ExploredValues):
         if report.regular:
             self.recorder.record_converge(report, self.rank)
         self.last_report = report
-
-    # ---------------------------------------------------------------------------------------------- record
-    def schedule(self) -> HDETSchedule:
-        """The run record so far (``hdet_schedule.json``'s content): write it with ``save_pretrained``."""
-        return self.recorder.schedule(self.step, self.registry.names)
-
-    # ----------------------------------------------------------------------------------------------- state
-    def state_dict(self) -> dict[str, Any]:
-        """Plain, versioned state (loadable with ``torch.load(weights_only=True)``); see `engine_state`."""
-        return engine_state.state_dict(self)
-
-    def load_state_dict(
-        self, state: dict[str, Any], elastic: bool = False, *, source: str = "This HDET state"
-    ) -> list[str]:
-        """Restore state saved by `state_dict` (validated first; ``source`` names it in errors). Returns notes on
-        what an elastic resume (``elastic=True``: saved with another number of processes) changed; see
-        `engine_state.load_state_dict`."""
-        return engine_state.load_state_dict(self, state, elastic=elastic, source=source)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "STATE_VERSION",
+    "EngineCheckpoint",
     "state_dict",
     "load_state_dict",
     "RESUMABLE_CHANGES",
@@ -41,6 +42,22 @@ STATE_VERSION = 2
 RESUMABLE_CHANGES = ("bucket_size_mb",)
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
 PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average")
+
+
+class EngineCheckpoint:
+    """`HDETEngine`'s checkpoint methods (mixed in); the work is done by this module's functions."""
+
+    def state_dict(self: HDETEngine) -> dict[str, Any]:
+        """Plain, versioned state (loadable with ``torch.load(weights_only=True)``), saved per rank."""
+        return state_dict(self)
+
+    def load_state_dict(
+        self: HDETEngine, state: dict[str, Any], elastic: bool = False, *, source: str = "This HDET state"
+    ) -> list[str]:
+        """Restore state saved by `state_dict` (validated first; ``source`` names it in errors). Returns notes on
+        what an elastic resume (``elastic=True``: saved with another number of processes) changed (the module
+        function `load_state_dict` says how)."""
+        return load_state_dict(self, state, elastic=elastic, source=source)
 
 
 def read_state(state: Any, source: str) -> dict[str, Any]:
@@ -71,8 +88,7 @@ def state_dict(engine: HDETEngine) -> dict[str, Any]:
         **engine.registry.state_dict(),
         **engine.recorder.state_dict(),
         "schedule_lrs": list(engine.lrs.schedule_lrs) if engine.lrs.schedule_lrs is not None else None,
-        "last_mean_loss": engine.last_mean_loss,
-        "first_mean_loss": engine.first_mean_loss,
+        **engine.health.state_dict(),
         **engine.outer.state_dict(),
         # Checked on load: a resume must continue the same configuration (`check_resumed_settings`).
         "config": engine.config.to_dict(),
@@ -109,8 +125,7 @@ def load_state_dict(engine: HDETEngine, state: Any, *, elastic: bool, source: st
     engine.recorder.load_state_dict(state)
     if state.get("schedule_lrs") is not None:
         engine.lrs.schedule_lrs = list(state["schedule_lrs"])
-    engine.last_mean_loss = state.get("last_mean_loss")
-    engine.first_mean_loss = state.get("first_mean_loss")
+    engine.health.load_state_dict(state)
     engine.outer.load_state_dict(state, device)
     engine.apply_values()
     if not resized:

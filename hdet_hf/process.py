@@ -17,6 +17,7 @@ import torch.distributed as dist
 __all__ = [
     "finish_distributed",
     "launched_world_size",
+    "rank_and_world_size",
     "accelerator_available",
     "check_launch_seen",
 ]
@@ -28,6 +29,19 @@ def launched_world_size() -> int:
         return max(int(os.environ.get("WORLD_SIZE", "1")), 1)
     except ValueError:
         return 1
+
+
+def rank_and_world_size(
+    rank: int | None = None, world_size: int | None = None, group: dist.ProcessGroup | None = None
+) -> tuple[int, int]:
+    """This process's rank in ``group`` and the group's size; given values win, and without an initialized
+    process group it is one process (rank 0 of 1)."""
+    initialized = dist.is_available() and dist.is_initialized()
+    rank = rank if rank is not None else (dist.get_rank(group) if initialized else 0)
+    world_size = world_size if world_size is not None else (dist.get_world_size(group) if initialized else 1)
+    if world_size > 1 and not initialized:
+        raise ValueError(f"world_size={world_size} needs torch.distributed to be initialized")
+    return rank, world_size
 
 
 def accelerator_available() -> bool:

@@ -12,14 +12,17 @@ import dataclasses
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .config import HDETConfig
 from .schedule_metadata import HDETSchedule
 
-__all__ = ["ConvergeReport", "SyncReport", "RunRecorder"]
+if TYPE_CHECKING:
+    from .registry import HyperparameterRegistry
+
+__all__ = ["ConvergeReport", "SyncReport", "RunRecorder", "RunRecordViews"]
 
 logger = logging.getLogger(__name__)
 
@@ -176,3 +179,34 @@ class RunRecorder:
         self.record.values_per_step.clear()
         self.record.values_per_step.update({k: list(v) for k, v in state.get("values_per_step", {}).items()})
         self.record.divergence_events[:] = list(state.get("divergence_events", []))
+
+
+class RunRecordViews:
+    """The engine's read-only views of its run record (read by the shells, scripts and tests).
+
+    Mixed into `HDETEngine`, which provides the attributes annotated here.
+    """
+
+    recorder: RunRecorder
+    registry: HyperparameterRegistry
+    step: int
+
+    def schedule(self) -> HDETSchedule:
+        """The run record so far (``hdet_schedule.json``'s content): write it with ``save_pretrained``."""
+        return self.recorder.schedule(self.step, self.registry.names)
+
+    @property
+    def lr_per_step(self) -> list[list[float]]:
+        return self.recorder.record.lr_per_step
+
+    @property
+    def trajectory(self) -> list[dict[str, Any]]:
+        return self.recorder.record.trajectory
+
+    @property
+    def values_per_step(self) -> dict[str, list[float]]:
+        return self.recorder.record.values_per_step
+
+    @property
+    def divergence_events(self) -> list[dict[str, Any]]:
+        return self.recorder.record.divergence_events

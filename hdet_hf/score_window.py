@@ -14,7 +14,13 @@ from typing import Any
 
 import torch
 
-__all__ = ["ScoreWindow"]
+__all__ = ["ScoreWindow", "AVERAGED_SIGNALS", "PROBE_ONLY_SIGNALS", "COOLDOWN_SIGNALS"]
+
+# Controller signals scored at each replica's mean weights over the interval, and those that need no train loss.
+AVERAGED_SIGNALS = ("averaged_probe", "train_and_averaged_probe")
+PROBE_ONLY_SIGNALS = ("probe", "averaged_probe", "cooldown_probe")
+# Signals scored after a short LR cool-down on copies of each replica (`cooldown`).
+COOLDOWN_SIGNALS = ("cooldown_probe", "train_and_cooldown_probe")
 
 
 class ScoreWindow:

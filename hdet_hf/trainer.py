@@ -32,7 +32,7 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer import SCHEDULER_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from .engine import COOLDOWN_SIGNALS, HDETEngine
+from .engine import HDETEngine
 from .engine_state import merge_optimizer_states
 from .hsdp import (
     HSDPEngine,
@@ -62,6 +62,7 @@ from .schedule_metadata import (
     add_to_model_card,
 )
 from .schedulers import HDETLRScheduler, one_cycle_base_schedule
+from .score_window import COOLDOWN_SIGNALS
 
 __all__ = ["HDETTrainer", "HDETTrainerMixin", "HDETCallback", "STATE_FILENAME", "OPTIMIZER_FILENAME"]
 

@@ -24,7 +24,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -45,6 +44,7 @@ from benchmark_speed import MODELS, build_model, rank_batch  # noqa: E402  (the 
 from hdet_hf import HDETConfig  # noqa: E402
 from hdet_hf.engine import HDETEngine  # noqa: E402
 from hdet_hf.process import finish_distributed  # noqa: E402
+from hdet_hf.testing.benchmarks import init_worker, loadavg, machine_info, public_settings  # noqa: E402
 from hdet_hf.testing.processes import relaunch_as_workers  # noqa: E402
 
 MIB = 2**20
@@ -172,14 +172,9 @@ def time_converges(variants: list[dict[str, Any]], reps: int) -> dict[str, list[
 
 
 def run_worker(args: argparse.Namespace) -> None:
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    threads = args.threads_per_proc or max(1, cores // local_world)
-    torch.set_num_threads(threads)
-    transformers.logging.set_verbosity_error()
-    load_start = list(os.getloadavg())
+    worker = init_worker("gloo", threads=args.threads_per_proc or 0)
+    rank, world, threads = worker.rank, worker.world, worker.threads
+    load_start = loadavg()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     variants = [build_variant(args, lora=False), build_variant(args, lora=True)]
     batch = rank_batch(variants[0]["model"].config.vocab_size, args.batch_size, args.seq_len, rank, "cpu")
@@ -207,16 +202,16 @@ def run_worker(args: argparse.Namespace) -> None:
     if rank == 0:
         result = {
             "date": datetime.datetime.now().isoformat(timespec="seconds"),
-            "machine": f"{platform.machine()}, {cores} usable cores, {platform.python_version()}",
+            "machine": machine_info(),
             "torch": torch.__version__,
             "transformers": transformers.__version__,
             "peft": __import__("peft").__version__,
             "nproc": world,
             "threads_per_proc": threads,
             "loadavg_start": load_start,
-            "loadavg_end": list(os.getloadavg()),
+            "loadavg_end": loadavg(),
             "cpu_share_per_thread": float(share) / world,
-            "settings": {k: v for k, v in vars(args).items() if not k.startswith("_")},
+            "settings": public_settings(args),
             "rows": rows,
             "ratios": {
                 "bytes_full_over_lora": full["converge_mib"] / lora["converge_mib"],
@@ -237,8 +232,8 @@ def to_markdown(result: dict[str, Any]) -> str:
     lines = [
         f"# LoRA vs full fine-tuning: converge cost ({result['nproc']} processes, {s['model']} model)",
         "",
-        f"{result['date']}; {result['machine']}; torch {result['torch']}, transformers "
-        f"{result['transformers']}, peft {result['peft']}; {result['threads_per_proc']} thread(s) per process; "
+        f"{result['date']}; {result['machine']}, peft {result['peft']}; "
+        f"{result['threads_per_proc']} thread(s) per process; "
         f"load average {result['loadavg_start'][0]:.1f} -> {result['loadavg_end'][0]:.1f}; CPU share per thread "
         f"{result['cpu_share_per_thread']:.2f} (1.0 = the cores were ours).",
         "",

@@ -30,12 +30,10 @@ Example:
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
 import json
 import math
 import os
-import shlex
 import shutil
 import sys
 import tempfile
@@ -47,13 +45,20 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # runs from a checkout without installing
-from hdet_hf.testing.benchmarks import finite_or_none as _finite_or_none  # noqa: E402
-from hdet_hf.testing.benchmarks import machine_info, read_results  # noqa: E402
-from hdet_hf.testing.benchmarks import rounded as _rounded  # noqa: E402
+from hdet_hf.testing.benchmarks import (  # noqa: E402
+    RESULTS_JSONL,
+    append_result,
+    finite_or_none,
+    init_worker,
+    kept_results,
+    launch_experiment,
+    public_settings,
+    read_results,
+    rounded,
+)
 
 DEFAULT_OUT = REPO / "benchmarks" / "quality"
 QUICK_OUT = Path(tempfile.gettempdir()) / "hdet_benchmark_quality_quick"
-RESULTS_JSONL = "results.jsonl"
 
 # The paper's controller (reference OneCycleAutoLR defaults): additive, loss_scale 0.002, lr_of_lr 0.5,
 # momentum_of_lr 0.9.
@@ -490,14 +495,12 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
     from hdet_hf.process import finish_distributed
     from hdet_hf.schedulers import one_cycle_base_schedule
 
-    transformers.logging.set_verbosity_error()
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    worker_info = init_worker("gloo")
+    rank, world = worker_info.rank, worker_info.world
     out_dir = Path(args.out_dir)
     results_path = out_dir / RESULTS_JSONL
     supported = set(HDETConfig.field_names())
-    done = {r["name"]: r for r in read_results(results_path)} if (args.resume or args.configs) else {}
-    dist.barrier()  # every rank has read the old results before rank 0 appends
+    done = {r["name"]: r for r in kept_results(results_path, keep=bool(args.resume or args.configs))}
 
     compute_metrics = None
     if args.task == "docstrings":
@@ -713,8 +716,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
         log(f"start {spec.name} (lr {spec.lr:.3g}, {spec.hdet or 'DDP'})")
         record = run(spec)
         if rank == 0:
-            with open(results_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(_finite_or_none(record), allow_nan=False) + "\n")
+            append_result(results_path, record)
         log(
             f"done  {spec.name}: eval loss {record['eval_loss']:.4f}, final lr {record['final_lr']:.3g}, "
             f"{record['wall_s']:.0f} s"
@@ -954,7 +956,7 @@ def write_report(out_dir: Path, meta: dict[str, Any] | None = None) -> dict[str,
         "runs": records,
     }
     meta_path.write_text(
-        json.dumps(_rounded(_finite_or_none(content)), indent=1, allow_nan=False) + "\n", encoding="utf-8"
+        json.dumps(rounded(finite_or_none(content)), indent=1, allow_nan=False) + "\n", encoding="utf-8"
     )
     md = ["# Quality benchmark results\n"]
     m = content["meta"]
@@ -1236,24 +1238,12 @@ def print_plan(args: argparse.Namespace) -> None:
 
 
 def launch(argv: list[str], args: argparse.Namespace) -> int:
-    from hdet_hf.testing.processes import relaunch_as_workers
-
     out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    results = out_dir / RESULTS_JSONL
-    if not (args.resume or args.configs) and results.exists():
-        results.replace(out_dir / (RESULTS_JSONL + ".prev"))
-    rc, wall = relaunch_as_workers(__file__, args.num_processes, argv, REPO, work_prefix="hdet_quality_")
-    meta = {
-        "command": "python scripts/benchmark_quality.py " + " ".join(shlex.quote(a) for a in argv),
-        "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "machine": machine_info(),
-        "num_processes": args.num_processes,
-        "wall_s": wall,
-        "exit_code": rc,
-        "settings": {k: v for k, v in vars(args).items() if not k.startswith("_")},
-    }
-    if results.is_file():
+    keep = bool(args.resume or args.configs)  # resuming, or adding configs to the earlier results
+    rc, wall, meta = launch_experiment(
+        __file__, argv, out_dir, args.num_processes, keep=keep, settings=public_settings(args)
+    )
+    if (out_dir / RESULTS_JSONL).is_file():
         write_report(out_dir, meta)
         print(
             f"benchmark_quality: {wall:.0f} s; wrote {out_dir}/results.md, results.json, quality.png, lr_curves.png"

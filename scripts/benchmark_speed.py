@@ -48,7 +48,6 @@ import gc
 import json
 import math
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -71,6 +70,8 @@ from hdet_hf.collectives import Workspace, fused_average_, iter_buckets
 from hdet_hf.engine import HDETEngine
 from hdet_hf.examples.data import DEFAULT_MODEL_CONFIG_PATH
 from hdet_hf.process import finish_distributed
+from hdet_hf.testing.benchmarks import init_worker, loadavg, machine_record, usable_cores
+from hdet_hf.testing.processes import torchrun_command
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/simlink.py, also under torchrun
 from simlink import (  # noqa: E402
@@ -349,17 +350,6 @@ def parse_link_speeds(value: str) -> list[float]:
     return sorted(set(speeds))
 
 
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def default_threads(nproc: int) -> int:
-    return max(1, usable_cores() // nproc)
-
-
 # ------------------------------------------------------------------------------------------------ models
 def build_model(name: str, seq_len: int) -> transformers.LlamaForCausalLM:
     """A random Llama of shape ``MODELS[name]``, identical on every rank (fixed seed)."""
@@ -398,12 +388,10 @@ class Dist:
             torch.cuda.set_device(self.device)
         else:
             self.device = torch.device("cpu")
-        dist.init_process_group(backend=args.backend)
-        self.rank = dist.get_rank()
-        self.world = dist.get_world_size()
-        self.local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(self.world)))
-        self.threads = args.threads_per_proc or default_threads(self.local_world)
-        torch.set_num_threads(self.threads)
+        worker = init_worker(args.backend, threads=args.threads_per_proc or 0)
+        self.rank, self.world, self.local_world, self.threads = (
+            worker.rank, worker.world, worker.local_world, worker.threads
+        )
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -979,7 +967,7 @@ def bench_simulated_links(d: Dist, args: argparse.Namespace, name: str) -> dict[
         "loopback": loopback,
         "link_latency_us": args.link_latency_us,
         "rows": rows,
-        "loadavg": _loadavg(),
+        "loadavg": loadavg(),
     }
 
 
@@ -1335,16 +1323,8 @@ def _library_version() -> str:
     return (commit or "unknown") + ("+changes" if dirty else "")
 
 
-def _loadavg() -> list[float] | None:
-    try:
-        return list(os.getloadavg())
-    except OSError:
-        return None
-
-
 def run_worker(args: argparse.Namespace) -> None:
     d = Dist(args)
-    transformers.logging.set_verbosity_error()
     part: dict[str, Any] = {
         "nproc": d.world,
         "threads_per_proc": d.threads,
@@ -1355,7 +1335,7 @@ def run_worker(args: argparse.Namespace) -> None:
         "date": _now(),
         "library": _library_version(),
         "settings": run_settings(args),
-        "loadavg_start": _loadavg(),
+        "loadavg_start": loadavg(),
         "steps": [],
         "converge": [],
         "memory": [],
@@ -1390,7 +1370,7 @@ def run_worker(args: argparse.Namespace) -> None:
         else:
             d.log("memory: /proc/self/clear_refs is not writable here; skipped")
     part["seconds"] = time.perf_counter() - started
-    part["loadavg_end"] = _loadavg()
+    part["loadavg_end"] = loadavg()
     if d.rank == 0:
         if args.part_file:
             Path(args.part_file).write_text(json.dumps(part))
@@ -1415,7 +1395,7 @@ def launch(args: argparse.Namespace, argv: Sequence[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="hdet_speed_") as tmp:
         for nproc in args.nprocs:
             part_file = Path(tmp) / f"part_{nproc}.json"
-            threads = args.threads_per_proc or default_threads(nproc)
+            threads = args.threads_per_proc or max(1, usable_cores() // nproc)
             env = dict(os.environ)
             env.update(
                 {
@@ -1425,17 +1405,7 @@ def launch(args: argparse.Namespace, argv: Sequence[str]) -> None:
                     "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
                 }
             )
-            cmd = [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                f"--nproc_per_node={nproc}",
-                str(Path(__file__).resolve()),
-                *argv,
-                "--part_file",
-                str(part_file),
-            ]
+            cmd = torchrun_command(Path(__file__).resolve(), nproc, [*argv, "--part_file", str(part_file)])
             print(f"== {nproc} processes: {' '.join(cmd[1:5])} ...", flush=True)
             proc = subprocess.run(cmd, env=env)
             if proc.returncode != 0 or not part_file.exists():
@@ -1471,14 +1441,6 @@ def merge_previous(args: argparse.Namespace, parts: list[dict[str, Any]], second
 
 
 # --------------------------------------------------------------------------------------------- results
-def _meminfo_total() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            return int(re.search(r"MemTotal:\s+(\d+)\s+kB", f.read()).group(1)) * 1024
-    except (OSError, AttributeError):
-        return None
-
-
 def comparable_settings(args: argparse.Namespace) -> dict[str, Any]:
     """What must match for runs to share one table."""
     return {
@@ -1513,22 +1475,13 @@ def _now() -> str:
 def assemble(
     args: argparse.Namespace, parts: list[dict[str, Any]], seconds: float, command: str
 ) -> dict[str, Any]:
-    ram = _meminfo_total()
     results = {
         "format": "hdet_speed_benchmark",
         "version": 1,
         "date": _now(),
         "command": command,
         "wall_seconds": seconds,
-        "machine": {
-            "usable_cores": usable_cores(),
-            "cpu": platform.processor() or platform.machine(),
-            "ram_gib": None if ram is None else round(ram / 2**30, 1),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "platform": platform.platform(),
-        },
+        "machine": machine_record(),
         "settings": {
             **comparable_settings(args),
             **run_settings(args),

@@ -41,12 +41,10 @@ Example:
 from __future__ import annotations
 
 import argparse
-import datetime
 import fnmatch
 import json
 import math
 import os
-import shlex
 import shutil
 import sys
 import time
@@ -55,11 +53,18 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # runs from a checkout without installing
-from hdet_hf.testing.benchmarks import finite_or_none as _finite_or_none  # noqa: E402
-from hdet_hf.testing.benchmarks import machine_info, read_results  # noqa: E402
+from hdet_hf.testing.benchmarks import (  # noqa: E402
+    RESULTS_JSONL,
+    append_result,
+    finite_or_none,
+    init_worker,
+    kept_results,
+    launch_experiment,
+    public_settings,
+    read_results,
+)
 
 DEFAULT_OUT = REPO / "benchmarks" / "hparams"
-RESULTS_JSONL = "results.jsonl"
 REGIMES = ("overfit", "underfit")
 HPARAMS = ("dropout", "weight_decay")
 SIGNALS = ("probe", "train_loss")
@@ -284,7 +289,6 @@ def overfit_split(offset: int, train_blocks: int, chunk: int = 8) -> tuple[list[
 def worker(args: argparse.Namespace) -> None:
     """Runs inside torchrun: every config in sequence; rank 0 appends one JSON line per finished config."""
     os.environ.setdefault("ACCELERATE_USE_CPU", "true")
-    import torch.distributed as dist
     import transformers
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -293,13 +297,11 @@ def worker(args: argparse.Namespace) -> None:
     from hdet_hf.hyperparameters import Hyperparameter
     from hdet_hf.process import finish_distributed
 
-    transformers.logging.set_verbosity_error()
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    worker_info = init_worker("gloo")
+    rank, world = worker_info.rank, worker_info.world
     out_dir = Path(args.out_dir)
     results_path = out_dir / RESULTS_JSONL
-    done = {r["name"] for r in read_results(results_path)} if (args.resume or args.configs) else set()
-    dist.barrier()
+    done = {r["name"] for r in kept_results(results_path, keep=bool(args.resume or args.configs))}
 
     tokenizer, lm = load_default_task(block_size=args.block_size, vocab_size=args.vocab_size)
     # underfit: the whole train split; probe and test are disjoint random validation blocks (the blocks follow
@@ -459,8 +461,7 @@ def worker(args: argparse.Namespace) -> None:
         log(f"start {spec['name']}")
         record = run(spec)
         if rank == 0:
-            with open(results_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(_finite_or_none(record), allow_nan=False) + "\n")
+            append_result(results_path, record)
         moved = f", base {record['start']:.3g} -> {record['final']:.3g}" if "final" in record else ""
         log(f"done  {spec['name']}: test loss {record['test_loss']:.4f}{moved}, {record['train_s']:.0f} s")
     finish_distributed()
@@ -726,7 +727,7 @@ def write_report(out_dir: Path, meta: dict[str, Any] | None = None) -> dict[str,
     runs = [{k: v for k, v in r.items() if k not in bulky} for r in records]
     content = {"meta": meta or {}, "summary": rows, "runs": runs}
     json_path.write_text(
-        json.dumps(_finite_or_none(content), indent=1, allow_nan=False) + "\n", encoding="utf-8"
+        json.dumps(finite_or_none(content), indent=1, allow_nan=False) + "\n", encoding="utf-8"
     )
     (out_dir / "results.md").write_text(markdown(rows, records, meta or {}), encoding="utf-8")
     plot(records, out_dir)
@@ -735,24 +736,12 @@ def write_report(out_dir: Path, meta: dict[str, Any] | None = None) -> dict[str,
 
 # --------------------------------------------------------------------------------------------- launch
 def launch(argv: list[str], args: argparse.Namespace) -> int:
-    from hdet_hf.testing.processes import relaunch_as_workers
-
     out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    results = out_dir / RESULTS_JSONL
-    if not (args.resume or args.configs) and results.exists():
-        results.replace(out_dir / (RESULTS_JSONL + ".prev"))
-    rc, wall = relaunch_as_workers(__file__, args.num_processes, argv, REPO, work_prefix="hdet_hparams_")
-    meta = {
-        "command": " ".join(["python scripts/hparam_direction.py", *(shlex.quote(a) for a in argv)]),
-        "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "machine": machine_info(),
-        "num_processes": args.num_processes,
-        "wall_s": wall,
-        "exit_code": rc,
-        "settings": {k: v for k, v in vars(args).items() if not k.startswith("_")},
-    }
-    if results.is_file():
+    keep = bool(args.resume or args.configs)  # resuming, or adding configs to the earlier results
+    rc, wall, meta = launch_experiment(
+        __file__, argv, out_dir, args.num_processes, keep=keep, settings=public_settings(args)
+    )
+    if (out_dir / RESULTS_JSONL).is_file():
         write_report(out_dir, meta)
         print(f"hparam_direction: {wall:.0f} s; wrote {out_dir}/results.md, results.json, base_<regime>.png")
     return rc
