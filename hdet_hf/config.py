@@ -241,12 +241,14 @@ class HDETConfig:
         },
     )
     explore_until: float = field(
-        default=1.0,
+        default=0.5,
         metadata={
             "help": "Where exploration ends: a fraction of the run in (0, 1], or an integer step >= 1. From "
             "there on the controller stops moving the base values and every spread is 0, so the rest of the "
             "run is plain data-parallel training on the base schedule found so far (in shared mode exactly "
-            "DDP). 1 explores to the last step (the paper)."
+            "DDP). The default 0.5 ends exploration halfway: the replicas' scores separate good from bad LRs "
+            "around the schedule's peak, and late controller moves did harm (BENCHMARKS.md, section \"The "
+            "controller\"). 1 explores to the last step (the paper)."
         },
     )
     sync_warmup_steps: float = field(
@@ -509,6 +511,18 @@ class HDETConfig:
                 f"{_flag('auto_lr_warmup_steps')} {self.auto_lr_warmup_steps} ends at or after the last step "
                 f"({total_steps}): the controller would never run. Use a fraction such as 0.1, or drop "
                 f"{_flag('auto_lr')}."
+            )
+        # The controller acts at regular converges (multiples of T) from the warm-up's end to exploration's.
+        until, warmup = self.resolve_explore_until(total_steps), self.resolve_warmup_steps(total_steps)
+        last_exploring_converge = until // self.sync_interval * self.sync_interval
+        if self.auto_lr and until < total_steps and last_exploring_converge < max(warmup, 1):
+            raise ValueError(
+                f"With {_flag('auto_lr_warmup_steps')} {self.auto_lr_warmup_steps} (step {warmup}), "
+                f"{_flag('explore_until')} {self.explore_until} (step {until} of {total_steps}) and "
+                f"{_flag('sync_interval')} {self.sync_interval}, no converge falls between the end of the "
+                "controller's warm-up and the end of exploration: the controller would never run. Use a shorter "
+                f"warm-up, a later {_flag('explore_until')} (1 explores to the last step), a shorter "
+                f"{_flag('sync_interval')}, or drop {_flag('auto_lr')}."
             )
 
     def to_dict(self) -> dict[str, Any]:

@@ -343,6 +343,9 @@ def migrate_state_v1(state: dict[str, Any]) -> dict[str, Any]:
     steps = int(state.get("loss_steps", state.get("steps_since_sync", 0)))
     migrated["loss_steps"] = steps
     migrated["loss_weight"] = float(steps)
+    # Version 1 predates explore_until: those runs explored to the last step, so a resume must too.
+    if isinstance(state.get("config"), dict):
+        migrated["config"] = {"explore_until": 1.0, **state["config"]}
     migrated["version"] = 2
     return migrated
 

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from typing import Any, Literal
@@ -118,15 +119,20 @@ class OneCycleAutoLR(OneCycleLR):
     when they differed from the constructor's, so usually never); the spread applies from the first step;
     replicas are averaged every ``model_sync_interval`` steps whenever there is more than one process (also
     with auto-LR off), in one fused all-reduce; permutations come from a private generator (the reference
-    re-seeded the global RNG); ``total_steps`` may come from ``epochs * steps_per_epoch``; and the
-    controller is a bounded correction on top of the OneCycle shape, which is kept after warm-up.
+    re-seeded the global RNG); ``total_steps`` may come from ``epochs * steps_per_epoch``; the
+    controller is a bounded correction on top of the OneCycle shape, which is kept after warm-up; and
+    exploration ends halfway by default (``explore_until``, below), where the reference explores to the end.
 
     ``step(loss)`` is called once per optimizer step with that step's loss. Our additions are keyword-only:
-    ``model`` (average buffers too), ``controller_update``/``controller_temperature_mode`` and ``probe_fn``: a
+    ``model`` (average buffers too), ``controller_update``/``controller_temperature_mode``, ``probe_fn``: a
     callable returning the model's loss on one fixed batch, identical on every rank (e.g. a few held-out
     examples). With it the controller compares replicas on the train loss *and* on that batch at each
     replica's mean weights over the interval (``train_and_averaged_probe``, the de-biased signal measured in
-    BENCHMARKS.md); without it on the train loss alone, as the reference does.
+    BENCHMARKS.md); without it on the train loss alone, as the reference does. And ``explore_until``
+    (``HDETConfig.explore_until``, default 0.5): where exploration ends, a fraction of the run in (0, 1] or
+    an integer step >= 1. After it the controller stops and the spread is 0, so the rest of the run is
+    plain data-parallel training on the OneCycle schedule as corrected so far; 1.0 explores to the last
+    step, as the reference does.
 
     Example:
         >>> import torch
@@ -169,6 +175,7 @@ class OneCycleAutoLR(OneCycleLR):
         controller_temperature_mode: str = "fixed",
         seed: int = 0,
         probe_fn: Callable[[], float] | None = None,
+        explore_until: float = HDETConfig.explore_until,
     ) -> None:
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
@@ -214,6 +221,16 @@ class OneCycleAutoLR(OneCycleLR):
                 f"(total_steps={total_steps}), so auto-LR would never start (the reference's default is 100000). "
                 "Pass e.g. auto_lr_warmup_steps=0.1 (a fraction of the run) or a step count < total_steps."
             )
+        if not (
+            isinstance(explore_until, (int, float))
+            and not isinstance(explore_until, bool)
+            and math.isfinite(explore_until)
+            and explore_until > 0
+        ) or (explore_until > 1 and explore_until != int(explore_until)):
+            raise ValueError(
+                f"explore_until must be a fraction of the run in (0, 1] or an integer step >= 1, but got "
+                f"{explore_until!r}. Use e.g. 0.5, or 1.0 to explore to the last step."
+            )
         if enable_auto_lr and ensemble_lr_spread_ratio == 0:
             raise ValueError(
                 "enable_auto_lr=True needs ensemble_lr_spread_ratio > 0: with no spread every rank runs the same "
@@ -230,9 +247,20 @@ class OneCycleAutoLR(OneCycleLR):
             controller_momentum=momentum_of_lr,
             controller_update=controller_update,
             seed=seed,
+            explore_until=explore_until,
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
             controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )
+        sync = self.hdet_config.sync_interval
+        until = self.hdet_config.resolve_explore_until(total_steps)
+        warmup = self.hdet_config.resolve_warmup_steps(total_steps)
+        if enable_auto_lr and until < total_steps and until // sync * sync < max(warmup, 1):
+            raise ValueError(
+                f"No converge falls between the end of auto_lr_warmup_steps={auto_lr_warmup_steps} (step {warmup}) "
+                f"and the end of exploration, explore_until={explore_until} (step {until} of {total_steps}), with "
+                f"model_sync_interval={model_sync_interval}: auto-LR would never run. Pass a shorter "
+                "auto_lr_warmup_steps or model_sync_interval, or explore_until=1.0 to explore to the last step."
+            )
         # The engine exists before OneCycleLR.__init__, whose initial step already goes through get_lr().
         self.engine = HDETEngine(self.hdet_config, model, optimizer, total_steps)
         self.engine.probe_fn = probe_fn

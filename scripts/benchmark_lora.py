@@ -118,7 +118,11 @@ def build_variant(args: argparse.Namespace, lora: bool) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # sync_interval=1 explores little; only the converge is timed here
         engine = HDETEngine(
-            HDETConfig(sync_interval=1, lr_spread=0.5, gradient_sync="local"), model, optimizer, BIG_RUN
+            # explore_until 1.0, as the recorded results ran (the spread stays on for every timed step).
+            HDETConfig(sync_interval=1, lr_spread=0.5, gradient_sync="local", explore_until=1.0),
+            model,
+            optimizer,
+            BIG_RUN,
         )
     return {
         "name": f"lora_r{args.lora_r}" if lora else "full",

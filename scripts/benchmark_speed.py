@@ -447,7 +447,10 @@ def _new_engine(
 ) -> HDETEngine:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # sync_interval=1 warns that it explores little; irrelevant here
-        config = HDETConfig(sync_interval=sync_interval, lr_spread=0.5, gradient_sync=gradient_sync)
+        # explore_until 1.0, as the recorded results ran: the spread stays on for every timed step.
+        config = HDETConfig(
+            sync_interval=sync_interval, lr_spread=0.5, gradient_sync=gradient_sync, explore_until=1.0
+        )
         engine = HDETEngine(config, model, optimizer, total_steps=BIG_RUN)
     engine.apply_lr([lr])
     return engine
@@ -1487,7 +1490,7 @@ def assemble(
             **run_settings(args),
             "optimizer": "AdamW (torch defaults)",
             "ddp": "DistributedDataParallel defaults (bucket_cap_mb=25, gradient_as_bucket_view=False)",
-            "hdet": "HDETConfig(lr_spread=0.5) defaults otherwise (bucket_size_mb=256: one bucket for these models)",
+            "hdet": "HDETConfig(lr_spread=0.5, explore_until=1.0) defaults otherwise (bucket_size_mb=256: one bucket for these models)",
         },
         "runs": parts,
         "steps": [r for p in parts for r in p["steps"]],

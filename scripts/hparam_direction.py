@@ -383,9 +383,11 @@ def worker(args: argparse.Namespace) -> None:
                 hdet=True,
                 hdet_base_schedule="trainer",
                 # Local mode: dropout is explored only there (shared mode averages its effect away); the
-                # controller momentum of the recorded results (the library default then).
+                # controller momentum and exploring to the last step of the recorded results (the library
+                # defaults then).
                 hdet_gradient_sync="local",
                 hdet_controller_momentum=0.9,
+                hdet_explore_until=1.0,
                 hdet_lr_spread=0.0,
                 hdet_sync_interval=args.sync_interval,
                 hdet_seed=spec.get("hdet_seed", args.seed),

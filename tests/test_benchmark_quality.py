@@ -30,6 +30,21 @@ def test_unknown_hdet_flag_is_refused_with_the_known_fields():
     }
 
 
+def test_recorded_rows_explore_to_the_end_and_wsd_stops_where_the_decay_starts():
+    # The recorded rows ran with explore_until 1.0 (the default then); reruns must reproduce them.
+    for settings in (
+        benchmark_quality.FIRST_DEFAULTS,
+        benchmark_quality.TUNED_CONTROLLER,
+        benchmark_quality.PAPER_CONTROLLER,
+    ):
+        assert settings["explore_until"] == 1.0
+    wsd = benchmark_quality.wsd_explore_until
+    assert wsd({"explore_until": 1.0}, 0.2, 300) == 1.0 - 0.2  # what the recorded WSD rows ran with
+    assert wsd({"explore_until": 0.5}, 0.2, 300) == 0.5
+    assert wsd({}, 0.2, 300) == 0.5  # a row without its own value: HDETConfig's default
+    assert wsd({"explore_until": 280}, 0.2, 300) == 240  # a step count stays a step count
+
+
 @pytest.mark.slow
 def test_quick_run_writes_table_json_and_plots(tmp_path):
     out = tmp_path / "quality"

@@ -129,6 +129,19 @@ def test_run_length_checks():
     assert HDETConfig(auto_lr_warmup_steps=7).resolve_warmup_steps(50) == 7
 
 
+def test_a_controller_that_could_never_act_before_exploration_ends_is_refused():
+    # Default explore_until 0.5 of 50 steps: exploration ends at step 25; converges every 10 steps.
+    assert HDETConfig().resolve_explore_until(50) == 25
+    with pytest.raises(ValueError, match=r"--hdet_auto_lr_warmup_steps 0.6 \(step 30\), --hdet_explore_until 0.5 "
+                       r"\(step 25 of 50\).*no converge falls between.*controller would never run"):
+        HDETConfig(auto_lr=True, auto_lr_warmup_steps=0.6).check_run_length(50)
+    with pytest.raises(ValueError, match=r"no converge falls between"):  # converge at 30, exploration ends at 25
+        HDETConfig(auto_lr=True, auto_lr_warmup_steps=21, explore_until=25).check_run_length(50)
+    HDETConfig(auto_lr=True, auto_lr_warmup_steps=20).check_run_length(50)  # acts at the converge of step 20
+    HDETConfig(auto_lr=True, auto_lr_warmup_steps=0.6, explore_until=1).check_run_length(50)
+    HDETConfig(auto_lr_warmup_steps=0.6).check_run_length(50)  # no controller: nothing to refuse
+
+
 def test_pointless_settings_warn_but_run():
     with pytest.warns(UserWarning, match="averages parameters after every step"):
         HDETConfig(sync_interval=1)

@@ -94,6 +94,7 @@ def test_accelerate_api_counts_optimizer_steps_and_converges(tmp_path, gradient_
         assert base == pytest.approx(1e-2 / (1 + 0.1 * k))
         assert r0["lrs"][k] == pytest.approx(base * r0["multipliers"][k])
         assert r0["multipliers"][k] + r1["multipliers"][k] == pytest.approx(2.0)
+        assert r0["multipliers"][k] != 1.0  # explore_until 1: spread at every step
     assert math.isclose(r0["schedule"][0][0], r1["schedule"][0][0])
 
 
@@ -121,3 +122,24 @@ def test_averaged_probe_scores_the_interval_mean_and_exploration_ends(tmp_path, 
         assert len(entry["probe_losses"]) == 2 and entry["probe_losses"][0] != entry["probe_losses"][1]
     # Identical on every rank after the last converge, and the probe left the trained weights in place.
     assert torch.equal(ranks[0]["final"], ranks[1]["final"])
+
+
+def test_the_default_ends_exploration_halfway(tmp_path):
+    """HDETConfig's default explore_until (0.5) on 12 steps, T 3: spread and controller through step 6, then
+    every rank runs the base schedule at the scale the controller reached."""
+    gloo_only()
+    torchrun("engine_worker.py", 2, ["exploration", str(tmp_path), "train_and_averaged_probe", "default"])
+    r0, r1 = load_ranks(tmp_path, 2)
+    assert r0["explore_until"] == 0.5
+    for r in (r0, r1):
+        assert all(m != 1.0 for m in r["multipliers"][:6])
+        assert r["multipliers"][6:] == [1.0] * 6
+        assert r["lrs"][6:] == [pytest.approx(r["lrs"][6])] * 6
+    for k in range(6):
+        assert r0["multipliers"][k] + r1["multipliers"][k] == pytest.approx(2.0)
+    assert r0["lrs"][6:] == r1["lrs"][6:]
+    trajectory = r0["trajectory"]
+    active = [(t["step"], t["controller_active"]) for t in trajectory]
+    assert active == [(3, True), (6, True), (9, False), (12, False)]
+    assert trajectory[1]["scale"] == trajectory[2]["scale"] == trajectory[3]["scale"]
+    assert [len(t["probe_losses"]) for t in trajectory] == [2, 2, 0, 0]

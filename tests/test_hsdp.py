@@ -205,7 +205,8 @@ def test_accelerate_sharding_is_refused_naming_the_route():
 
 TRAINER_ARGS = [
     "--hdet", "--hdet_hsdp_shard_size", "2", "--hdet_gradient_sync", "local", "--hdet_sync_interval", "4",
-    "--hdet_lr_spread", "0.5", "--max_steps", "8", "--save_strategy", "steps", "--save_steps", "6",
+    "--hdet_lr_spread", "0.5", "--hdet_explore_until", "1", "--max_steps", "8", "--save_strategy", "steps",
+    "--save_steps", "6",
     "--per_device_train_batch_size", "4", "--learning_rate", "1e-2", "--report_to", "none",
 ]  # fmt: skip
 

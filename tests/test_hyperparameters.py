@@ -380,6 +380,9 @@ COMMON = [
     "--hdet_attention_temperature_auto",
     "--hdet_auto_lr_warmup_steps",
     "2",
+    # Every value explored at every step (the default ends exploration halfway).
+    "--hdet_explore_until",
+    "1",
     "--report_to",
     "none",
     "--use_cpu",

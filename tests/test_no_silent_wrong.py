@@ -199,6 +199,18 @@ def test_a_version_1_state_file_still_loads_through_the_migration():
     assert report is not None and report.losses == [2.5]
 
 
+def test_a_version_1_run_explored_to_the_end_so_its_resume_must_too():
+    state = torch.load(FIXTURES / "hdet_state_v1.pt", weights_only=True)
+    config = HDETConfig(sync_interval=2).to_dict()
+    del config["explore_until"]  # version 1 had no such setting: it explored to the last step
+    state = {**state, "config": config}
+    with pytest.raises(ValueError, match=r"saved with --hdet_explore_until 1.0, but this run has --hdet_explore_until 0.5"):
+        _engine().load_state_dict(state)
+    engine = _engine(explore_until=1.0)
+    engine.load_state_dict(state)
+    assert engine.step == 1
+
+
 def test_a_hyperparameter_added_on_resume_is_refused_by_name():
     saved = _engine().state_dict()
     engine = _engine()

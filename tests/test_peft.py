@@ -34,7 +34,7 @@ def test_lora_adapters_converge_bit_for_bit_and_base_weights_never_change(tmp_pa
             "--max_steps", str(MAX_STEPS), "--per_device_train_batch_size", "4", "--learning_rate", "1e-2",
             "--use_cpu", "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true",
             "--hdet", "--hdet_sync_interval", str(SYNC_INTERVAL), "--hdet_lr_spread", "0.5",
-            "--hdet_gradient_sync", gradient_sync,
+            "--hdet_gradient_sync", gradient_sync, "--hdet_explore_until", "1",  # spread between all converges
         ],
     )  # fmt: skip
     ranks = load_ranks(dump, 2)

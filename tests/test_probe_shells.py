@@ -36,9 +36,10 @@ def test_drop_in_scheduler_scores_a_probe_at_each_controller_converge():
         warnings.simplefilter("ignore")
         sched = OneCycleAutoLR(
             opt, max_lr=0.1, total_steps=12, ensemble_lr_spread_ratio=0.25, model_sync_interval=3,
-            enable_auto_lr=True, auto_lr_warmup_steps=3, model=model, probe_fn=probe,
+            enable_auto_lr=True, auto_lr_warmup_steps=3, model=model, probe_fn=probe, explore_until=1.0,
         )  # fmt: skip
     assert sched.hdet_config.controller_signal == "train_and_averaged_probe"
+    assert sched.hdet_config.explore_until == 1.0
     for _ in range(12):
         loss = (model(torch.randn(8, 4)) - 1).pow(2).mean()
         loss.backward()
@@ -49,6 +50,7 @@ def test_drop_in_scheduler_scores_a_probe_at_each_controller_converge():
     assert len(calls) == 4
     plain = OneCycleAutoLR(torch.optim.SGD(model.parameters(), lr=0.1), max_lr=0.1, total_steps=12)
     assert plain.hdet_config.controller_signal == "train_loss"
+    assert plain.hdet_config.explore_until == HDETConfig().explore_until
 
 
 def test_a_forced_converge_right_after_another_is_skipped():

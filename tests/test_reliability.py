@@ -218,13 +218,16 @@ COMMON = [
     "sequential",
     "--hdet",
     # local mode: in shared mode one rank's NaN gradient reaches every rank through DDP's all-reduce, so
-    # the injected faults could not stay on one replica. Spread and momentum pinned for the formulas below.
+    # the injected faults could not stay on one replica. Spread and momentum pinned for the formulas below,
+    # and exploration to the last step: faults late in the run are scored, resumes late in it recompute spreads.
     "--hdet_gradient_sync",
     "local",
     "--hdet_lr_spread",
     "0.5",
     "--hdet_controller_momentum",
     "0.9",
+    "--hdet_explore_until",
+    "1",
 ]
 # The reference run: T=2, auto-LR from step 2, 8 steps; checkpoints at 3 (mid-interval, forces a converge), 6, 8.
 REFERENCE = [

@@ -56,6 +56,8 @@ def test_local_mode_no_gradient_collective_and_exact_converges(tmp_path, nproc):
         "local",
         "--hdet_lr_spread",
         "0.5",
+        "--hdet_explore_until",  # the spread at every step (the default ends it halfway)
+        "1",
         "--hdet_sync_interval",
         "3",
         "--max_steps",
@@ -88,6 +90,8 @@ def test_shared_mode_keeps_ddp_gradient_allreduce(tmp_path):
         "shared",
         "--hdet_lr_spread",
         "0.5",
+        "--hdet_explore_until",  # the spread at every step (the default ends it halfway)
+        "1",
         "--hdet_sync_interval",
         "3",
         "--max_steps",
@@ -215,6 +219,8 @@ def test_probe_signal_and_synchronous_warmup(tmp_path):
         "0",
         "--hdet_controller_signal",
         "probe",
+        "--hdet_explore_until",  # the controller acts at every converge (the default stops it halfway)
+        "1",
         "--hdet_sync_warmup_steps",
         "2",
         "--with_eval",
@@ -239,7 +245,7 @@ def test_cooldown_signal_scores_each_replica_and_leaves_training_untouched(tmp_p
     flags = [
         "--hdet", "--hdet_sync_interval", "3", "--max_steps", "6", "--hdet_auto_lr",
         "--hdet_auto_lr_warmup_steps", "0", "--hdet_controller_lr", "0", "--save_strategy", "no",
-        "--logging_steps", "1000",
+        "--logging_steps", "1000", "--hdet_explore_until", "1",  # scored at every converge
     ]  # fmt: skip
     cooled, _ = run(tmp_path, "cool", 2, *flags, "--hdet_controller_signal", "cooldown_probe",
                     "--hdet_cooldown_steps", "2")  # fmt: skip

@@ -491,6 +491,15 @@ CASES: list[ErrorCase] = [
         sync_interval=True,
     ),
     _config("probe_size=3.0", r"--hdet_probe_size must be a positive integer, but got 3.0", probe_size=3.0),
+    _config("cooldown_steps=0", r"--hdet_cooldown_steps must be a positive integer, but got 0", cooldown_steps=0),
+    _config(
+        "cooldown_batch_size=-1",
+        r"--hdet_cooldown_batch_size must be an integer >= 0 \(0: --hdet_probe_size\), but got -1",
+        cooldown_batch_size=-1,
+    ),
+    _config(
+        'cooldown_lr="own"', r"--hdet_cooldown_lr must be one of base, replica, but got 'own'", cooldown_lr="own"
+    ),
     _config(
         'auto_lr_warmup_steps=float("inf")',
         r"--hdet_auto_lr_warmup_steps must be an integer.*got inf",
@@ -532,6 +541,15 @@ CASES: list[ErrorCase] = [
         "--hdet_auto_lr_warmup_steps",
         "0.9",
         match=r"--hdet_auto_lr_warmup_steps 0.9 ends at or after the last step \(4\)",
+    ),
+    _train(
+        "--hdet --max_steps 4 --hdet_sync_interval 2 --hdet_auto_lr --hdet_auto_lr_warmup_steps 3",
+        "--hdet_sync_interval",
+        "2",
+        "--hdet_auto_lr",
+        "--hdet_auto_lr_warmup_steps",
+        "3",
+        match=r"--hdet_explore_until 0.5 \(step 2 of 4\).*no converge falls between.*would never run",
     ),
     _train(
         "--hdet --max_steps 4 --hdet_sync_interval 2 --hdet_auto_lr --hdet_controller_signal probe, streaming train set, no eval set",
@@ -727,6 +745,24 @@ CASES: list[ErrorCase] = [
         max_lr=0.1,
         total_steps=100,
         enable_auto_lr=True,
+    ),
+    _one_cycle(
+        "max_lr=0.1, total_steps=100, ensemble_lr_spread_ratio=0.5, model_sync_interval=10, enable_auto_lr=True, "
+        "auto_lr_warmup_steps=60",
+        r"No converge falls between the end of auto_lr_warmup_steps=60.*explore_until=1.0 to explore to the last",
+        max_lr=0.1,
+        total_steps=100,
+        ensemble_lr_spread_ratio=0.5,
+        model_sync_interval=10,
+        enable_auto_lr=True,
+        auto_lr_warmup_steps=60,
+    ),
+    _one_cycle(
+        "max_lr=0.1, total_steps=100, explore_until=1.5",
+        r"explore_until must be a fraction of the run in \(0, 1\] or an integer step >= 1, but got 1.5",
+        max_lr=0.1,
+        total_steps=100,
+        explore_until=1.5,
     ),
     _one_cycle(
         "max_lr=0.1, total_steps=100, ensemble_lr_spread_ratio=1.5",

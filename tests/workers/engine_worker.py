@@ -73,6 +73,7 @@ def scenario_controller(rank: int, world: int) -> dict:
                 controller_temperature=temperature,
                 controller_temperature_mode=mode,
                 controller_lr=1.0 if update == "multiplicative" else 0.5,
+                explore_until=1.0,  # the controller acts at every converge of the run
             )
             engine = HDETEngine(config, model, opt, total_steps=20)
             scales = []
@@ -133,7 +134,10 @@ def scenario_accelerate(rank: int, world: int, gradient_sync: str = "local") -> 
     from hdet_hf import HDETAccelerate
 
     hdet = HDETAccelerate(
-        accelerator, HDETConfig(sync_interval=3, lr_spread=0.5, gradient_sync=gradient_sync), total_steps=6
+        accelerator,
+        # Exploring to the end: the spread is present at every step the test checks.
+        HDETConfig(sync_interval=3, lr_spread=0.5, gradient_sync=gradient_sync, explore_until=1.0),
+        total_steps=6,
     )
     model, opt, sched = hdet.prepare(model, opt, sched)
     gen = torch.Generator().manual_seed(rank)
@@ -163,14 +167,16 @@ def scenario_accelerate(rank: int, world: int, gradient_sync: str = "local") -> 
     }
 
 
-def scenario_exploration(rank: int, world: int, signal: str) -> dict:
-    """A linear model trained with SGD for 12 steps, T 3, explore_until 0.5: records LRs, multipliers, what the
-    probe saw (the replica's weights at probe time) and the weights it trained through."""
+def scenario_exploration(rank: int, world: int, signal: str, explore_until: str = "0.5") -> dict:
+    """A linear model trained with SGD for 12 steps, T 3, explore_until 0.5 ("default": HDETConfig's default):
+    records LRs, multipliers, what the probe saw (the replica's weights at probe time) and the weights it trained
+    through."""
     torch.manual_seed(0)
     model = nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    until = {} if explore_until == "default" else {"explore_until": float(explore_until)}
     config = HDETConfig(
-        sync_interval=3, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=1, explore_until=0.5,
+        sync_interval=3, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=1, **until,
         controller_signal=signal, controller_momentum=0.0,
     )  # fmt: skip
     engine = HDETEngine(config, model, opt, total_steps=12)
@@ -208,6 +214,7 @@ def scenario_exploration(rank: int, world: int, signal: str) -> dict:
         "active": active,
         "final": torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()]),
         "trajectory": engine.trajectory,
+        "explore_until": config.explore_until,
     }
 
 

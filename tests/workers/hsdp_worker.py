@@ -107,6 +107,7 @@ def main() -> None:
         gradient_sync=args.mode,
         sync_interval=4,
         lr_spread=0.5,
+        explore_until=1.0,  # groups apart between every pair of converges (the default ends it halfway)
         auto_lr=args.auto_lr,
         auto_lr_warmup_steps=1,
         # The default signal: a shared probe batch scored at each group's interval-mean weights, plus train loss.
