@@ -61,21 +61,23 @@ def test_init_worker_joins_the_group_and_sets_the_threads(tmp_path):
             from hdet_hf.testing.benchmarks import init_worker, usable_cores
             before = torch.get_num_threads()
             w = init_worker("gloo", threads=None if sys.argv[1] == "keep" else 0)
-            print(json.dumps({"rank": w.rank, "world": w.world, "local_world": w.local_world,
-                              "threads": w.threads, "before": before, "cores": usable_cores()}), flush=True)
+            # One file per rank: two ranks printing to one stdout can interleave their lines.
+            with open(f"{sys.argv[2]}/{sys.argv[1]}_rank{w.rank}.json", "w") as f:
+                json.dump({"rank": w.rank, "world": w.world, "local_world": w.local_world,
+                           "threads": w.threads, "before": before, "cores": usable_cores()}, f)
             """
         )
     )
     for mode in ("split", "keep"):
         proc = subprocess.run(
-            torchrun_command(script, 2, [mode]),
+            torchrun_command(script, 2, [mode, str(tmp_path)]),
             capture_output=True,
             text=True,
             timeout=120,
             env=offline_cpu_env(threads=5, pythonpath=ROOT),
         )
         assert proc.returncode == 0, proc.stderr[-4000:]
-        rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        rows = [json.loads(path.read_text()) for path in sorted(tmp_path.glob(f"{mode}_rank*.json"))]
         assert sorted(r["rank"] for r in rows) == [0, 1]
         for r in rows:
             assert (r["world"], r["local_world"]) == (2, 2)
