@@ -303,14 +303,20 @@ def full_model_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
-def _localise(value: Any) -> Any:
+def _map_tensors(fn: Callable[[torch.Tensor], torch.Tensor], value: Any) -> Any:
+    """``value`` (tensors nested in dicts and lists, as in optimizer state) with ``fn`` applied to every tensor."""
     if isinstance(value, torch.Tensor):
-        return local_data(value).detach().clone().cpu()
+        return fn(value)
     if isinstance(value, dict):
-        return {k: _localise(v) for k, v in value.items()}
+        return {k: _map_tensors(fn, v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_localise(v) for v in value]
+        return [_map_tensors(fn, v) for v in value]
     return value
+
+
+def _localise(value: Any) -> Any:
+    """``value`` with every tensor replaced by a CPU copy of this rank's local shard."""
+    return _map_tensors(lambda t: local_data(t).detach().clone().cpu(), value)
 
 
 def sharded_state(
@@ -396,13 +402,7 @@ def _recut(pieces: Sequence[Any], param: torch.Tensor, shard_size: int, shard_ra
 
 def _owned(value: Any) -> Any:
     """``value`` with every tensor copied (files read with ``mmap`` stay untouched and can be rotated away)."""
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, dict):
-        return {k: _owned(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_owned(v) for v in value]
-    return value
+    return _map_tensors(torch.Tensor.clone, value)
 
 
 def reshard_state(
