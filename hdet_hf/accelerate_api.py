@@ -30,6 +30,7 @@ from .hsdp import (
 )
 from .process import check_launch_seen
 from .schedulers import HDETLRScheduler
+from .score_window import COOLDOWN_SIGNALS
 
 __all__ = ["HDETAccelerate"]
 
@@ -120,6 +121,12 @@ class HDETAccelerate:
                 f"controller_signal={self.config.controller_signal} scores replicas on a shared probe batch: "
                 "pass probe_fn=<callable returning the loss on one fixed batch> to HDETAccelerate.prepare(), "
                 "or use HDETConfig(controller_signal='train_loss')."
+            )
+        if self.config.auto_lr and self.config.controller_signal in COOLDOWN_SIGNALS:
+            # The cool-down needs the training loss of chosen batches, which only HDETTrainer can build.
+            raise ValueError(
+                f"controller_signal={self.config.controller_signal} is HDETTrainer-only; use "
+                "HDETConfig(controller_signal='train_and_averaged_probe') with HDETAccelerate."
             )
         check_no_accelerate_sharding(self.accelerator, hsdp=bool(self.config.hsdp_shard_size))
         if self.config.hsdp_shard_size:

@@ -70,3 +70,15 @@ def test_a_forced_converge_right_after_another_is_skipped():
     assert hdet.converge() is not None  # two steps since the last converge: the replicas may differ
     assert hdet.converge() is None  # nothing happened since: identical replicas, no all-reduce
     assert [t["step"] for t in hdet.engine.trajectory] == []  # forced converges do not touch the schedule
+
+
+def test_accelerate_api_refuses_a_cooldown_signal_before_preparing():
+    accelerator = Accelerator(cpu=True)
+    config = HDETConfig(auto_lr=True, controller_signal="cooldown_probe", sync_interval=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hdet = HDETAccelerate(accelerator, config, total_steps=8)
+    model = torch.nn.Linear(4, 1)
+    with pytest.raises(ValueError, match=r"cooldown_probe is HDETTrainer-only"):
+        hdet.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), probe_fn=lambda: 0.0)
+    assert hdet.engine is None  # refused before anything was prepared
