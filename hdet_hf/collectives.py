@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import math
+
 import torch
 import torch.distributed as dist
 
@@ -92,10 +94,11 @@ def fused_average_(
     world_size: int,
     *,
     contribute: bool = True,
+    weight: float = 1.0,
     bucket_cap_bytes: int = 256 * 2**20,
     group: dist.ProcessGroup | None = None,
     workspace: Workspace | None = None,
-) -> tuple[torch.Tensor, int]:
+) -> tuple[torch.Tensor, float]:
     """Average ``tensors`` in place across ranks and gather ``stats_row`` from every rank.
 
     Args:
@@ -105,27 +108,33 @@ def fused_average_(
         rank, world_size: this rank and the number of ranks in ``group``.
         contribute: False for a replica that must not enter the average (non-finite loss or parameters);
             it still receives the average of the others.
+        weight: this replica's weight (> 0) in a weighted average: the result is sum(w_r x_r) / sum(w_r).
+            The weights' sum rides in the same all-reduce, so each rank needs only its own weight. With every
+            weight 1 (the default) this is the plain mean, bit for bit.
         bucket_cap_bytes: size cap of the flat buffer (see module docstring).
         workspace: keep the flat buffer here between calls instead of allocating it each time (`Workspace`).
 
     Returns:
-        ``(stats, contributors)``: a ``[world_size, K]`` float64 tensor with every rank's row, and the number
-        of ranks that contributed. With a single bucket (the usual case) this is exactly one all-reduce.
+        ``(stats, total_weight)``: a ``[world_size, K]`` float64 tensor with every rank's row, and the sum of
+        the contributing ranks' weights (the number of contributors when every weight is 1). With a single bucket (the usual case) this is exactly one all-reduce.
     """
     if not tensors:
         raise ValueError("Expected at least one tensor to average, but got none")
+    if not (math.isfinite(weight) and weight > 0):
+        raise ValueError(f"Expected a finite weight > 0 (use contribute=False to leave a rank out), but got {weight!r}")
     dtype = _buffer_dtype(tensors)
     device = tensors[0].device
     element_size = torch.empty((), dtype=dtype).element_size()
     k = stats_row.numel()
     # Statistics ride in float64 inside the first bucket's buffer when that buffer is float64; otherwise in
-    # float32, which is plenty for losses and multipliers. One extra slot per rank counts contributors.
+    # float32, which is plenty for losses and multipliers. One extra slot per rank carries its weight (1, or 0
+    # for a rank that does not contribute), so the divisor needs no second collective.
     stats_block = torch.zeros(world_size, k + 1, dtype=dtype, device=device)
     stats_block[rank, :k] = stats_row.to(dtype)
-    stats_block[rank, k] = 1.0 if contribute else 0.0
+    stats_block[rank, k] = weight if contribute else 0.0
 
     stats: torch.Tensor | None = None
-    contributors = world_size
+    total_weight = float(world_size)
     for bucket_index, bucket in enumerate(iter_buckets(tensors, bucket_cap_bytes, element_size)):
         parts = [tensors[i] for i in bucket]
         numel = sum(t.numel() for t in parts)
@@ -142,6 +151,8 @@ def fused_average_(
                 n = t.numel()
                 flat[offset : offset + n].view_as(t).copy_(t)
                 offset += n
+            if weight != 1.0:
+                flat[:numel].mul_(weight)
         else:
             # Zeros, not 0 * x: 0 * NaN is NaN and would poison every rank's average.
             flat[:numel].zero_()
@@ -151,18 +162,18 @@ def fused_average_(
             dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group)
         if bucket_index == 0:
             stats = flat[numel:].view(world_size, k + 1).double().clone()
-            contributors = int(round(float(stats[:, k].sum())))
-            if contributors == 0:
+            total_weight = float(stats[:, k].sum())
+            if total_weight <= 0:
                 raise NoContributorError("No rank contributed to the average: every replica was flagged unhealthy")
         values = flat[:numel]
-        values.div_(contributors)
+        values.div_(total_weight)
         offset = 0
         for t in parts:
             n = t.numel()
             t.copy_(values[offset : offset + n].view_as(t))
             offset += n
     assert stats is not None
-    return stats[:, :k], contributors
+    return stats[:, :k], total_weight
 
 
 def broadcast_tensors_(

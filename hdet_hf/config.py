@@ -11,7 +11,7 @@ import math
 import types
 import typing
 import warnings
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -35,6 +35,10 @@ OTHER_HYPERPARAMETERS = ("weight_decay", "dropout", "label_smoothing", "attentio
 # Those that change a replica only through its gradient (so only `local` mode can explore them).
 FORWARD_HYPERPARAMETERS = ("dropout", "label_smoothing", "attention_temperature")
 BASE_SCHEDULES = ("one_cycle", "trainer")
+CONVERGE_WEIGHTS = ("uniform", "fitness")
+# A sync_interval given as a fraction of the run never resolves below this many steps: the controller compares
+# replicas on their loss over the interval, and fewer batches make that comparison noise.
+MIN_FRACTION_SYNC_INTERVAL = 10
 
 
 @dataclass
@@ -57,12 +61,16 @@ class HDETConfig:
             "BENCHMARKS.md measures the cost of each spread."
         },
     )
-    sync_interval: int = field(
-        default=10,
+    sync_interval: float = field(
+        default=0.03,
         metadata={
-            "help": "Optimizer steps T between converges (parameter averages) and controller updates. Counted "
-            "in optimizer steps, not micro-batches. Evaluation, saving and the last step also converge. In "
-            "'local' mode a longer T saves communication (e.g. 50) at a quality cost."
+            "help": "Optimizer steps T between converges (parameter averages) and controller updates: an integer "
+            ">= 1, or a fraction of the run in (0, 1), rounded and never below 10 steps (nor above the run). "
+            "The default 0.03 gives T 10 up to 333 steps and 3 %% of the run beyond (T 60 at 2,000 steps): on "
+            "the long task a comparison horizon of 3 %% of the run beat T 10 from every start (BENCHMARKS.md, "
+            "section \"The controller\"). Counted in optimizer steps, not micro-batches. Evaluation, saving and "
+            "the last step also converge. In 'local' mode T is also the communication period: a longer T "
+            "saves communication at a quality cost."
         },
     )
     gradient_sync: str = field(
@@ -306,6 +314,17 @@ class HDETConfig:
             "choices": list(BASE_SCHEDULES),
         },
     )
+    converge_weights: str = field(
+        default="uniform",
+        metadata={
+            "help": "How replicas enter a converge's average. 'uniform' (default): the plain mean. 'fitness': "
+            "while a controller explores, each regular converge weights replica r by exp(-z_r), z_r its score's "
+            "distance above the ensemble's in units of the controller's temperature (x the scores' std in "
+            "adaptive mode) at the previous converge, clipped to +-3: a soft PBT exploit that pulls the shared "
+            "weights toward the replicas that did best, in the same single all-reduce. BENCHMARKS.md measures it.",
+            "choices": list(CONVERGE_WEIGHTS),
+        },
+    )
     hsdp_shard_size: int = field(
         default=0,
         metadata={
@@ -330,6 +349,7 @@ class HDETConfig:
         _check_choice("controller_temperature_mode", self.controller_temperature_mode, TEMPERATURE_MODES)
         _check_choice("base_schedule", self.base_schedule, BASE_SCHEDULES)
         _check_choice("controller_signal", self.controller_signal, CONTROLLER_SIGNALS)
+        _check_choice("converge_weights", self.converge_weights, CONVERGE_WEIGHTS)
         if not isinstance(self.probe_size, int) or isinstance(self.probe_size, bool) or self.probe_size < 1:
             raise ValueError(
                 f"{_flag('probe_size')} must be a positive integer, but got {self.probe_size!r}."
@@ -354,15 +374,15 @@ class HDETConfig:
                 "1 - spread .. 1 + spread, so spread >= 1 gives a rank a zero or negative LR. "
                 f"Use e.g. {_flag('lr_spread')} 0.25."
             )
-        if (
-            not isinstance(self.sync_interval, int)
-            or isinstance(self.sync_interval, bool)
-            or self.sync_interval < 1
-        ):
+        interval = self.sync_interval
+        if not (0 < interval < 1 or (interval >= 1 and float(interval).is_integer() and math.isfinite(interval))):
             raise ValueError(
-                f"{_flag('sync_interval')} must be a positive integer number of optimizer steps, but got "
-                f"{self.sync_interval!r}. Use e.g. {_flag('sync_interval')} 10."
+                f"{_flag('sync_interval')} must be a whole number of optimizer steps >= 1 or a fraction of the "
+                f"run in (0, 1), but got {interval!r}. Use e.g. {_flag('sync_interval')} 10, or 0.03 for 3 % "
+                "of the run."
             )
+        if interval >= 1:
+            self.sync_interval = int(interval)  # "--hdet_sync_interval 20" parses as 20.0
         for name in OTHER_HYPERPARAMETERS:
             spread = getattr(self, f"{name}_spread")
             if not (isinstance(spread, (int, float)) and 0.0 <= spread < 1.0):
@@ -472,6 +492,12 @@ class HDETConfig:
                 f"{_flag('hsdp_shard_size')} must be an integer >= 0, but got {self.hsdp_shard_size!r}. Use 0 "
                 f"for whole replicas, or the processes per replica group (e.g. {_flag('hsdp_shard_size')} 8)."
             )
+        if self.converge_weights == "fitness" and self.hsdp_shard_size > 0:
+            raise ValueError(
+                f"{_flag('converge_weights')} fitness is not supported with {_flag('hsdp_shard_size')} yet (a "
+                "replica group's shards would need one weight for the group). Use "
+                f"{_flag('converge_weights')} uniform with HSDP."
+            )
         # The permutation generator takes 64-bit seeds; a larger one fails only inside train().
         if not (isinstance(self.seed, int) and not isinstance(self.seed, bool) and -(2**63) <= self.seed < 2**63):
             raise ValueError(
@@ -485,6 +511,21 @@ class HDETConfig:
                 "little.",
                 stacklevel=3,
             )
+
+    def resolve_sync_interval(self, total_steps: int) -> int:
+        """T in optimizer steps for a run of ``total_steps``: the integer as given, or the fraction of the run,
+        rounded, at least ``MIN_FRACTION_SYNC_INTERVAL`` steps (the controller's window loss needs a few
+        batches) and at most the run."""
+        if self.sync_interval >= 1:
+            return int(self.sync_interval)
+        steps = max(int(round(self.sync_interval * total_steps)), MIN_FRACTION_SYNC_INTERVAL)
+        return max(min(steps, total_steps), 1)
+
+    def for_run(self, total_steps: int) -> HDETConfig:
+        """This configuration with every run-length-dependent setting that the engine reads as a count
+        resolved for ``total_steps`` (today ``sync_interval``), so the engine, its checkpoints and the run record
+        all see the T that ran."""
+        return replace(self, sync_interval=self.resolve_sync_interval(total_steps))
 
     def resolve_warmup_steps(self, total_steps: int, name: str = "auto_lr_warmup_steps") -> int:
         """A warm-up (``auto_lr_warmup_steps`` or ``sync_warmup_steps``) in optimizer steps for ``total_steps``."""
@@ -500,7 +541,8 @@ class HDETConfig:
         """Refuse settings that cannot work for a run of ``total_steps`` optimizer steps (before any work)."""
         if total_steps < 1:
             raise ValueError(f"Expected positive integer total_steps, but got {total_steps!r}")
-        if self.sync_interval > total_steps:
+        interval = self.resolve_sync_interval(total_steps)
+        if interval > total_steps:
             raise ValueError(
                 f"{_flag('sync_interval')} {self.sync_interval} is longer than the run ({total_steps} optimizer "
                 f"steps): replicas would be averaged only once, at the end. Use {_flag('sync_interval')} "
@@ -514,12 +556,12 @@ class HDETConfig:
             )
         # The controller acts at regular converges (multiples of T) from the warm-up's end to exploration's.
         until, warmup = self.resolve_explore_until(total_steps), self.resolve_warmup_steps(total_steps)
-        last_exploring_converge = until // self.sync_interval * self.sync_interval
+        last_exploring_converge = until // interval * interval
         if self.auto_lr and until < total_steps and last_exploring_converge < max(warmup, 1):
             raise ValueError(
                 f"With {_flag('auto_lr_warmup_steps')} {self.auto_lr_warmup_steps} (step {warmup}), "
                 f"{_flag('explore_until')} {self.explore_until} (step {until} of {total_steps}) and "
-                f"{_flag('sync_interval')} {self.sync_interval}, no converge falls between the end of the "
+                f"{_flag('sync_interval')} {self.sync_interval} (T {interval}), no converge falls between the end of the "
                 "controller's warm-up and the end of exploration: the controller would never run. Use a shorter "
                 f"warm-up, a later {_flag('explore_until')} (1 explores to the last step), a shorter "
                 f"{_flag('sync_interval')}, or drop {_flag('auto_lr')}."

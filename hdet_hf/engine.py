@@ -34,6 +34,7 @@ from .controller import ControllerSettings
 from .converge_stats import GatheredStats, StatsLayout
 from .cooldown import cooldown_score
 from .engine_state import STATE_VERSION, EngineCheckpoint, check_settings_agree
+from .fitness import FitnessWeights
 from .health import HDETDivergenceError, ReplicaHealth
 from .learning_rates import LearningRates
 from .outer import OuterStep
@@ -80,6 +81,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         group: dist.ProcessGroup | None = None,
     ) -> None:
         config.check_run_length(total_steps)
+        config = config.for_run(total_steps)  # a fractional sync_interval becomes the steps it means here
         self.config, self.optimizer, self.total_steps, self.group = config, optimizer, total_steps, group
         self.rank, self.world_size = rank_and_world_size(rank, world_size, group)
         if self.world_size == 1 and config.lr_spread > 0:
@@ -118,6 +120,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         self.steps_since_converge = 0
         self.last_report: ConvergeReport | None = None
         self.health = ReplicaHealth(config.divergence_factor)
+        self.fitness = FitnessWeights(config.controller_temperature, config.controller_temperature_mode)
         if self.world_size > 1:
             self._check_settings_agree()
 
@@ -193,7 +196,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         model is the ensemble mean without changing the exploration schedule."""
         layout = StatsLayout(self.registry.names)
         mine, probed = self._score(layout, regular)
-        gathered = self._exchange(layout, mine)
+        gathered = self._exchange(layout, mine, self._average_weight(layout, mine, regular))
         report = self._decide(gathered, healthy=bool(mine[layout.HEALTHY] > 0.5), regular=regular, probed=probed)
         self._record(report)
         return report
@@ -250,12 +253,27 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         """Whether this replica enters the average (`ReplicaHealth.healthy`; HSDP judges a group as one)."""
         return self.health.healthy(window_loss, probe_loss, self.replica.all_finite)
 
-    def _exchange(self, layout: StatsLayout, mine: torch.Tensor) -> GatheredStats:
-        """The one collective: average the healthy replicas' tensors and gather every rank's row."""
+    def _average_weight(self, layout: StatsLayout, mine: torch.Tensor, regular: bool) -> float:
+        """This replica's weight in the average: 1, or with ``converge_weights="fitness"`` at a regular converge
+        while a controller explores, ``exp(-z)`` of its scores (`fitness`)."""
+        if not (
+            self.config.converge_weights == "fitness"
+            and regular
+            and self.controller_active()
+            and bool(mine[layout.SCORED] > 0.5)
+        ):
+            return 1.0
+        both = self.config.controller_signal.startswith("train_and_")
+        scores = [float(mine[layout.LOSS]), float(mine[layout.SIGNAL])] if both else [float(mine[layout.SIGNAL])]
+        return self.fitness.weight(scores)
+
+    def _exchange(self, layout: StatsLayout, mine: torch.Tensor, weight: float = 1.0) -> GatheredStats:
+        """The one collective: average the healthy replicas' tensors (``weight``: this one's weight) and
+        gather every rank's row."""
         try:
             table, _ = fused_average_(
                 self.replica.to_average(), mine, self.rank, self.world_size,
-                contribute=bool(mine[layout.HEALTHY] > 0.5), bucket_cap_bytes=self.bucket_cap_bytes,
+                contribute=bool(mine[layout.HEALTHY] > 0.5), weight=weight, bucket_cap_bytes=self.bucket_cap_bytes,
                 group=self.group, workspace=self.replica.workspace,
             )
         except NoContributorError as error:
@@ -297,6 +315,8 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                 report.weights = info["weights"]  # identical for every hyperparameter
                 report.delta[name], report.velocity[name] = info["delta"], info["velocity"]
                 report.scale[name] = self.controllers[name].scale
+            if self.config.converge_weights == "fitness":
+                self.fitness.observe(signal, gathered.scored)
         self.registry.redraw()
         self.apply_values()
         self.window.reset_loss()

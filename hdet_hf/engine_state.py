@@ -90,6 +90,7 @@ def state_dict(engine: HDETEngine) -> dict[str, Any]:
         "schedule_lrs": list(engine.lrs.schedule_lrs) if engine.lrs.schedule_lrs is not None else None,
         **engine.health.state_dict(),
         **engine.outer.state_dict(),
+        **engine.fitness.state_dict(),
         # Checked on load: a resume must continue the same configuration (`check_resumed_settings`).
         "config": engine.config.to_dict(),
         "total_steps": engine.total_steps,
@@ -127,6 +128,7 @@ def load_state_dict(engine: HDETEngine, state: Any, *, elastic: bool, source: st
         engine.lrs.schedule_lrs = list(state["schedule_lrs"])
     engine.health.load_state_dict(state)
     engine.outer.load_state_dict(state, device)
+    engine.fitness.load_state_dict(state)
     engine.apply_values()
     if not resized:
         return []

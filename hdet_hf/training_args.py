@@ -58,7 +58,7 @@ def hdet_field(name: str, config: type = HDETConfig) -> Any:
 
     Example:
         >>> hdet_field("sync_interval").default
-        10
+        0.03
     """
     fields = _config_fields(config)
     if name not in fields:
@@ -83,7 +83,7 @@ class HDETTrainingArguments(TrainingArguments):
 
     hdet: bool = dataclasses.field(default=False, metadata={"help": HDET_HELP})
     hdet_lr_spread: float = hdet_field("lr_spread")
-    hdet_sync_interval: int = hdet_field("sync_interval")
+    hdet_sync_interval: float = hdet_field("sync_interval")
     hdet_gradient_sync: str = hdet_field("gradient_sync")
     hdet_auto_lr: bool = hdet_field("auto_lr")
     hdet_auto_lr_warmup_steps: float = hdet_field("auto_lr_warmup_steps")
@@ -117,6 +117,7 @@ class HDETTrainingArguments(TrainingArguments):
     hdet_average_optimizer_state: bool = hdet_field("average_optimizer_state")
     hdet_bucket_size_mb: float = hdet_field("bucket_size_mb")
     hdet_base_schedule: str = hdet_field("base_schedule")
+    hdet_converge_weights: str = hdet_field("converge_weights")
     hdet_hsdp_shard_size: int = hdet_field("hsdp_shard_size")
 
     def __post_init__(self) -> None:

@@ -119,6 +119,10 @@ CONTROLLER_IDEAS = (
     ("spread", "spread 0.25, T 10, no controller", {"auto_lr": False}),
     # Both together on the long task: a comparison horizon of 3 % of the run (reading 5), exploring until 50 %.
     ("both_T60_until0.5", "train_and_averaged_probe, T 60, explore_until 0.5", {"controller_signal": "train_and_averaged_probe", "sync_interval": 60, "explore_until": 0.5}),
+    # The default since session 6: T = 3 % of the run (never below 10 steps), exploring until 50 %.
+    ("both_T3pct_until0.5", "train_and_averaged_probe, T 3 % of the run (>= 10), explore_until 0.5", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5}),
+    # Exploit as well as average: each replica enters the converge with weight exp(-z) of its scores.
+    ("fitness_until0.5", "train_and_averaged_probe, explore_until 0.5, fitness-weighted converges", {"controller_signal": "train_and_averaged_probe", "explore_until": 0.5, "converge_weights": "fitness"}),
     # Score the end-of-run loss, not the current one: each replica after a 4-step LR cool-down on copies.
     # First version: from each replica's own LR, on one rank's batch (8 blocks).
     ("cool_own_b8", "cooldown_probe from the replica's LR, batches of 8", {"controller_signal": "cooldown_probe", "cooldown_lr": "replica", "cooldown_batch_size": 8}),

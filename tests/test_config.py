@@ -65,7 +65,7 @@ def test_local_mode_turns_off_per_step_collectives():
 def test_defaults_are_the_settings_the_quality_benchmark_chose():
     # BENCHMARKS.md "Defaults these measurements support"; change both together.
     c = parse("--hdet").hdet_config
-    assert (c.gradient_sync, c.lr_spread, c.sync_interval) == ("shared", 0.25, 10)
+    assert (c.gradient_sync, c.lr_spread, c.sync_interval) == ("shared", 0.25, 0.03)
     assert (c.controller_lr, c.controller_momentum, c.controller_signal) == (1.5, 0.5, "train_and_averaged_probe")
     assert (c.controller_update, c.controller_temperature_mode, c.sync_warmup_steps) == (
         "multiplicative",
@@ -86,7 +86,7 @@ def test_hyperparameters_acting_through_the_gradient_need_local_mode(spread):
 BAD = [
     (["--hdet_lr_spread", "1.0"], r"--hdet_lr_spread must be in \[0, 1\), but got 1.0"),
     (["--hdet_lr_spread", "-0.1"], r"--hdet_lr_spread must be in \[0, 1\)"),
-    (["--hdet_sync_interval", "0"], r"--hdet_sync_interval must be a positive integer"),
+    (["--hdet_sync_interval", "0"], r"--hdet_sync_interval must be a whole number of optimizer steps >= 1 or a fraction"),
     (["--hdet_auto_lr", "--hdet_lr_spread", "0"], r"--hdet_auto_lr needs a spread"),
     (["--hdet_controller_temperature", "-1"], r"--hdet_controller_temperature must be a positive"),
     (["--hdet_controller_temperature", "0"], r"--hdet_controller_temperature must be a positive"),
@@ -117,6 +117,22 @@ def test_fsdp_is_refused_with_hdet_naming_the_hsdp_route():
         parse("--hdet", "--fsdp", "full_shard")
     with pytest.raises(ValueError, match="--hdet_hsdp_shard_size must be an integer >= 0, but got -2"):
         HDETConfig(hsdp_shard_size=-2)
+
+
+def test_sync_interval_is_steps_or_a_fraction_of_the_run():
+    default = HDETConfig()  # 3 % of the run, never below 10 steps nor above the run
+    assert [default.resolve_sync_interval(n) for n in (4, 12, 300, 1000, 2000)] == [4, 10, 10, 30, 60]
+    assert HDETConfig(sync_interval=0.25).resolve_sync_interval(200) == 50
+    assert HDETConfig(sync_interval=7).resolve_sync_interval(2000) == 7
+    resolved = default.for_run(2000)
+    assert resolved.sync_interval == 60 and default.sync_interval == 0.03  # a copy; the original is kept
+    # From the command line every value parses as a float; whole numbers become step counts.
+    steps = parse("--hdet", "--hdet_sync_interval", "20").hdet_config.sync_interval
+    assert steps == 20 and isinstance(steps, int)
+    assert parse("--hdet", "--hdet_sync_interval", "0.05").hdet_config.sync_interval == 0.05
+    for bad in (2.5, 0, -0.5, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="whole number of optimizer steps >= 1 or a fraction of the run"):
+            HDETConfig(sync_interval=bad)
 
 
 def test_run_length_checks():

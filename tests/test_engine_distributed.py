@@ -143,3 +143,26 @@ def test_the_default_ends_exploration_halfway(tmp_path):
     assert active == [(3, True), (6, True), (9, False), (12, False)]
     assert trajectory[1]["scale"] == trajectory[2]["scale"] == trajectory[3]["scale"]
     assert [len(t["probe_losses"]) for t in trajectory] == [2, 2, 0, 0]
+
+
+@pytest.mark.parametrize("nproc", [2, 3])
+def test_fitness_weighted_converge_pulls_the_average_toward_better_replicas(tmp_path, nproc):
+    skip_unless_backend_fits(nproc)
+    torchrun("engine_worker.py", nproc, ["fitness", str(tmp_path)])
+    ranks = load_ranks(tmp_path, nproc)
+    # Rank r holds r and reports loss 1 + r. Reference from the previous converge: mean and std of the losses.
+    losses = torch.tensor([1.0 + r for r in range(nproc)], dtype=torch.float64)
+    centre, scale = float(losses.mean()), float(losses.std(unbiased=False))
+    z = ((losses - centre) / scale).clamp(-3, 3)
+    weights = torch.exp(-z)
+    weighted = float((weights * torch.arange(nproc, dtype=torch.float64)).sum() / weights.sum())
+    for r in ranks:
+        first, second, third = r["averages"]
+        for p in first:  # no reference yet: the plain mean, exactly
+            assert torch.equal(p, torch.full_like(p, sum(range(nproc)) / nproc))
+        for p in second + third:
+            assert torch.allclose(p.double(), torch.full_like(p.double(), weighted), atol=1e-6)
+            assert float(p.flatten()[0]) < sum(range(nproc)) / nproc  # toward rank 0, the lowest loss
+        assert r["reference"] == [[centre, scale]]
+    for i, p in enumerate(ranks[0]["averages"][1]):  # bit-identical on every rank
+        assert all(torch.equal(p, r["averages"][1][i]) for r in ranks[1:])

@@ -132,3 +132,22 @@ def test_the_engine_fills_one_schedule_that_round_trips():
     assert schedule.divergence_events == [] and schedule.to_dict()["divergence_events"] == []
     data = schedule.to_dict()
     assert HDETSchedule.from_dict(data).to_dict() == data
+
+
+def test_a_fractional_sync_interval_converges_every_that_share_of_the_run():
+    # Default 0.03: 3 % of 1,000 steps is T 30; the engine, its trajectory and its checkpoint see 30.
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one process: "nothing to spread"
+        engine = HDETEngine(HDETConfig(), model, torch.optim.SGD(model.parameters(), lr=0.1), 1000)
+    engine.apply_lr([0.1])
+    assert engine.config.sync_interval == 30
+    regular = []
+    for _ in range(95):
+        engine.add_loss(1.0)
+        report = engine.end_step()
+        if report is not None:
+            regular.append(report.step)
+    assert regular == [30, 60, 90]
+    assert engine.state_dict()["config"]["sync_interval"] == 30

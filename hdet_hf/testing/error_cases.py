@@ -331,9 +331,9 @@ CASES: list[ErrorCase] = [
     _flags("--hdet_lr_spread", "1.0", match=r"--hdet_lr_spread must be in \[0, 1\), but got 1.0.*Use e\.g\."),
     _flags("--hdet_lr_spread", "-0.1", match=r"--hdet_lr_spread must be in \[0, 1\), but got -0.1"),
     _flags("--hdet_lr_spread", "2", match=r"--hdet_lr_spread must be in \[0, 1\), but got 2", hdet=False),
-    _flags("--hdet_sync_interval", "0", match=r"--hdet_sync_interval must be a positive integer.*but got 0"),
+    _flags("--hdet_sync_interval", "0", match=r"--hdet_sync_interval must be a whole number of optimizer steps >= 1 or a fraction.*but got 0"),
     _flags(
-        "--hdet_sync_interval", "-3", match=r"--hdet_sync_interval must be a positive integer.*but got -3"
+        "--hdet_sync_interval", "-3", match=r"--hdet_sync_interval must be a whole number of optimizer steps >= 1 or a fraction.*but got -3"
     ),
     _flags(
         "--hdet_auto_lr", "--hdet_lr_spread", "0", match=r"--hdet_auto_lr needs a spread.*--hdet_lr_spread"
@@ -452,7 +452,7 @@ CASES: list[ErrorCase] = [
         run=lambda workdir: HDETTrainingArguments(
             output_dir=str(workdir / "out"), hdet=True, hdet_sync_interval=0, use_cpu=True
         ),
-        match=r"--hdet_sync_interval must be a positive integer.*but got 0",
+        match=r"--hdet_sync_interval must be a whole number of optimizer steps >= 1 or a fraction.*but got 0",
     ),
     _config(
         'gradient_sync="sometimes"',
@@ -482,7 +482,7 @@ CASES: list[ErrorCase] = [
     _config('lr_spread="0.5"', r"--hdet_lr_spread must be a number, but got '0.5'", lr_spread="0.5"),
     _config(
         "sync_interval=2.5",
-        r"--hdet_sync_interval must be a positive integer.*but got 2.5",
+        r"--hdet_sync_interval must be a whole number of optimizer steps >= 1 or a fraction.*but got 2.5",
         sync_interval=2.5,
     ),
     _config(

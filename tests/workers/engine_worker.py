@@ -218,6 +218,29 @@ def scenario_exploration(rank: int, world: int, signal: str, explore_until: str 
     }
 
 
+def scenario_fitness(rank: int, world: int) -> dict:
+    """Fitness-weighted converges: each rank sets its parameters to its rank number and reports loss 1 + rank.
+    The first converge has no reference (plain mean); later ones weight rank r by exp(-z_r)."""
+    model = nn.Linear(3, 1).to(device())
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    config = HDETConfig(
+        sync_interval=1, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, explore_until=1.0,
+        controller_signal="train_loss", converge_weights="fitness",
+    )
+    engine = HDETEngine(config, model, opt, total_steps=4)
+    engine.apply_lr([1e-3])
+    averages = []
+    for _ in range(3):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.fill_(float(rank))
+        engine.add_loss(torch.tensor(1.0 + rank, device=device()))
+        engine.end_step()
+        engine.apply_lr([1e-3])
+        averages.append([p.detach().clone().cpu() for p in model.parameters()])
+    return {"averages": averages, "reference": engine.state_dict()["fitness_reference"]}
+
+
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     init_process_group()
