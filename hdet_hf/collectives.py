@@ -17,9 +17,8 @@ ranks hold bit-identical tensors.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-
 import math
+from collections.abc import Iterator, Sequence
 
 import torch
 import torch.distributed as dist

@@ -122,6 +122,8 @@ class OneCycleAutoLR(OneCycleLR):
     re-seeded the global RNG); ``total_steps`` may come from ``epochs * steps_per_epoch``; the
     controller is a bounded correction on top of the OneCycle shape, which is kept after warm-up; and
     exploration ends halfway by default (``explore_until``, below), where the reference explores to the end.
+    ``model_sync_interval`` may also be a fraction of the run in (0, 1), as ``--hdet_sync_interval`` (e.g.
+    0.03, the library's default; never below 10 steps); the reference's default, 1000 steps, is kept.
 
     ``step(loss)`` is called once per optimizer step with that step's loss. Our additions are keyword-only:
     ``model`` (average buffers too), ``controller_update``/``controller_temperature_mode``, ``probe_fn``: a
@@ -162,7 +164,7 @@ class OneCycleAutoLR(OneCycleLR):
         last_epoch: int = -1,
         auto_lr_warmup_steps: float = 100000,
         ensemble_lr_spread_ratio: float = 0.0,
-        model_sync_interval: int = 1000,
+        model_sync_interval: float = 1000,
         rank: int | None = None,
         world_size: int | None = None,
         enable_auto_lr: bool = False,
@@ -193,13 +195,15 @@ class OneCycleAutoLR(OneCycleLR):
                 f"ensemble_lr_spread_ratio must be in [0, 1), but got {ensemble_lr_spread_ratio!r}: rank "
                 "multipliers are 1 - ratio .. 1 + ratio and must stay positive. Use e.g. 0.5."
             )
-        if (
+        fraction = isinstance(model_sync_interval, float) and 0 < model_sync_interval < 1
+        if not fraction and (
             not isinstance(model_sync_interval, int)
             or isinstance(model_sync_interval, bool)
             or model_sync_interval < 1
         ):
             raise ValueError(
-                f"model_sync_interval must be a positive integer number of steps, but got {model_sync_interval!r}"
+                "model_sync_interval must be a positive integer number of steps or a fraction of the run in "
+                f"(0, 1) (e.g. 0.03, HDETConfig's default), but got {model_sync_interval!r}"
             )
         if not (isinstance(loss_scale, (int, float)) and loss_scale > 0):
             raise ValueError(
@@ -238,7 +242,7 @@ class OneCycleAutoLR(OneCycleLR):
             )
         self.hdet_config = HDETConfig(
             lr_spread=ensemble_lr_spread_ratio,
-            sync_interval=min(model_sync_interval, total_steps),
+            sync_interval=model_sync_interval if fraction else min(model_sync_interval, total_steps),
             auto_lr=enable_auto_lr,
             auto_lr_warmup_steps=auto_lr_warmup_steps if enable_auto_lr else 0.0,
             controller_temperature=loss_scale,
@@ -251,7 +255,7 @@ class OneCycleAutoLR(OneCycleLR):
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
             controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )
-        sync = self.hdet_config.sync_interval
+        sync = self.hdet_config.resolve_sync_interval(total_steps)
         until = self.hdet_config.resolve_explore_until(total_steps)
         warmup = self.hdet_config.resolve_warmup_steps(total_steps)
         if enable_auto_lr and until < total_steps and until // sync * sync < max(warmup, 1):

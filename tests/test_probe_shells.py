@@ -82,3 +82,16 @@ def test_accelerate_api_refuses_a_cooldown_signal_before_preparing():
     with pytest.raises(ValueError, match=r"cooldown_probe is HDETTrainer-only"):
         hdet.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), probe_fn=lambda: 0.0)
     assert hdet.engine is None  # refused before anything was prepared
+
+
+def test_drop_in_scheduler_takes_the_sync_interval_as_a_fraction_of_the_run():
+    model = torch.nn.Linear(4, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one process: "nothing to spread"
+        sched = OneCycleAutoLR(
+            torch.optim.SGD(model.parameters(), lr=0.1), max_lr=0.1, total_steps=1000,
+            ensemble_lr_spread_ratio=0.25, model_sync_interval=0.03,
+        )  # fmt: skip
+    assert sched.hdet_config.sync_interval == 0.03 and sched.engine.config.sync_interval == 30
+    with pytest.raises(ValueError, match="model_sync_interval must be a positive integer number of steps or a fraction"):
+        OneCycleAutoLR(torch.optim.SGD(model.parameters(), lr=0.1), max_lr=0.1, total_steps=10, model_sync_interval=1.5)

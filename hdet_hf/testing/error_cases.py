@@ -773,7 +773,7 @@ CASES: list[ErrorCase] = [
     ),
     _one_cycle(
         "max_lr=0.1, total_steps=100, model_sync_interval=0",
-        r"(model_sync_interval|--hdet_sync_interval)\S* must be a positive integer.*but got 0",
+        r"(model_sync_interval|--hdet_sync_interval)\S* must be a positive integer number of steps or a fraction.*but got 0",
         max_lr=0.1,
         total_steps=100,
         model_sync_interval=0,
