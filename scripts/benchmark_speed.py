@@ -48,6 +48,7 @@ import gc
 import json
 import math
 import os
+import queue
 import re
 import statistics
 import subprocess
@@ -710,30 +711,55 @@ class SimulatedLink:
     converge still waits for the straggler), and the statistics block ``fused_average_`` carries at the end of
     its buffer stays exact, so the engine decides exactly as it would. The rest of the buffer is not sent:
     the call instead completes when the modelled link would have delivered the whole buffer. The link carries
-    one transfer at a time (DDP's buckets queue behind each other, as on one wire): a transfer starts when its
-    real part has completed and the link is free, and lasts ``ring_allreduce_seconds(bytes, world, link)``.
+    one transfer at a time (DDP's buckets queue behind each other, as on one wire) and lasts
+    ``ring_allreduce_seconds(bytes, world, link)``. A transfer starts when the link is free and the slowest rank
+    has the buffer ready, taken as the moment its real part completed less the modelled time of the real
+    part's own bytes (they are part of the modelled transfer, so the time they took for real counts once).
+
+    DDP's buckets are delivered by one long-lived link thread per process (``_serve``): the hook only issues
+    the real part and queues the bucket, so the backward pass keeps computing while buckets are on the
+    modelled wire, as it does while a real all-reduce runs (DDP's overlap is measured, not modelled). The
+    thread takes buckets in the order DDP issued them, waits for each one's real part, then sleeps until the
+    modelled link has delivered it, and completes DDP's future; first in, first out on one thread is exact for
+    a link that carries one transfer at a time (a bucket ready while the previous one is on the wire starts
+    when that one ends). HDET's converge is a blocking call and waits on the calling thread.
 
     Not sending the bytes (rather than sending them over loopback and waiting only the difference) is what
     lets the simulation model links faster than this machine's loopback (~16 Gb/s idle, 2 Gb/s under the
-    load of the recorded run: 25 and 100 Gb/s are faster); the cost is that the CPU time gloo spends reducing on this machine is left out, which the
-    validation row (model at loopback speed vs the real collective) measures.
+    load of the recorded run: 25 and 100 Gb/s are faster); the cost is that the CPU time gloo spends reducing
+    on this machine is left out, which the validation row (model at loopback speed vs the real collective)
+    measures.
 
     Unsent values stand in for the all-reduce's result as if all replicas held the same values: DDP's bucket
     keeps this rank's gradient (its own average), a converge's SUM buffer is multiplied by the world size
     (one in-place pass; a real reduction touches the buffer too). Speed is all this measures.
+
+    ``clock`` and ``sleep`` are injectable so the link thread's scheduling can be tested without timing.
     """
 
-    def __init__(self, world: int) -> None:
+    def __init__(
+        self,
+        world: int,
+        clock: Callable[[], float] = time.perf_counter,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.world = world
         self.link: Link | None = None  # None: pass every collective through untouched
+        self._clock = clock
+        self._sleep = sleep
         self._free_at = 0.0
         self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._stream: Any = None  # CUDA only: the link thread's stream for waiting on the real parts
         self.transfers = 0
         self.modelled_s = 0.0
 
-    def _finish_at(self, ready: float, nbytes: int) -> float:
-        assert self.link is not None
-        seconds = ring_allreduce_seconds(nbytes, self.world, self.link)
+    def _finish_at(self, ready: float, nbytes: int, link: Link | None = None) -> float:
+        """When a transfer of ``nbytes`` whose buffer is ready at ``ready`` ends (the link's one-at-a-time queue)."""
+        link = link or self.link
+        assert link is not None
+        seconds = ring_allreduce_seconds(nbytes, self.world, link)
         with self._lock:
             start = max(ready, self._free_at)
             self._free_at = start + seconds
@@ -741,50 +767,86 @@ class SimulatedLink:
             self.modelled_s += seconds
             return self._free_at
 
+    def _ready_at(self, issued: float, real_nbytes: int, link: Link) -> float:
+        """When the slowest rank had the buffer ready: now (its real part just completed) less the modelled time
+        of the real part's bytes, and not before this rank issued it."""
+        tail_s = ring_allreduce_seconds(real_nbytes, self.world, link)
+        return max(issued, self._clock() - tail_s)
+
+    def _wait_until(self, deadline: float) -> None:
+        while (delay := deadline - self._clock()) > 0:  # sleep can return early: sleep again
+            self._sleep(delay)
+
+    def _deliver(
+        self,
+        link: Link,
+        issued: float,
+        ready: Callable[[], Any],
+        buffer: torch.Tensor,
+        out: torch.futures.Future,
+    ) -> None:
+        """One bucket on the link thread: wait for its real part, then for the modelled link; complete ``out``."""
+        try:
+            ready()
+            ready_at = self._ready_at(issued, SYNC_TAIL * buffer.element_size(), link)
+            self._wait_until(self._finish_at(ready_at, _nbytes(buffer), link))
+        except Exception as exc:  # surface a failed collective to DDP instead of hanging it
+            out.set_exception(exc)
+            return
+        out.set_result(buffer)
+
+    def _serve(self) -> None:
+        while (item := self._queue.get()) is not None:
+            self._deliver(*item)
+
+    def _submit(self, *item: Any) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="simulated-link", daemon=True)
+            self._thread.start()
+        self._queue.put(item)
+
+    def close(self) -> None:
+        """Stop the link thread (after the buckets queued before this call)."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
     def ddp_hook(self, state: Any, bucket: dist.GradBucket) -> torch.futures.Future:
         """DDP communication hook: real all-reduce of the bucket's tail, the modelled wait for its bytes."""
         buffer = bucket.buffer()
-        if self.link is None or buffer.numel() <= SYNC_TAIL:
+        link = self.link
+        if link is None or buffer.numel() <= SYNC_TAIL:
             buffer.div_(self.world)
             return dist.all_reduce(buffer, async_op=True).get_future().then(lambda f: f.value()[0])
+        issued = self._clock()
         tail = buffer.view(-1)[-SYNC_TAIL:]
         tail.div_(self.world)
-        nbytes = buffer.numel() * buffer.element_size()
         cuda = buffer.is_cuda
         out: torch.futures.Future = torch.futures.Future(devices=[buffer.device] if cuda else None)
-
-        def transfer() -> None:
-            delay = self._finish_at(time.perf_counter(), nbytes) - time.perf_counter()
-            if delay > 0:  # a timer thread waits, so the backward pass keeps computing meanwhile (overlap)
-                threading.Timer(delay, out.set_result, args=(buffer,)).start()
-            else:
-                out.set_result(buffer)
-
         work = dist.all_reduce(tail, async_op=True)
+        # Nothing here waits: the link thread does (a wait here would stall the backward pass at every bucket).
         if cuda:
-            # NCCL's future completes on enqueue; the bucket is on the wire once the GPU has produced it and
-            # the real part is through: an event after both, waited for on a helper thread. (Untested: no GPU
-            # was available when this was written; scripts/gpu_check.sh runs it.)
-            work.wait()  # the current stream waits for the all-reduce (does not block the CPU under NCCL)
-            event = torch.cuda.Event()
-            event.record()
+            # The real part is through once the GPU has produced the bucket and the all-reduce has run: the link
+            # thread waits for the work on a stream of its own (gloo: blocks until reduced; NCCL: the stream
+            # waits), then for an event on that stream. (Waiting on the backward's thread, as an earlier version
+            # did, blocks it under gloo until the GPU has caught up: ~5 ms per step on an H200. A stand-alone copy
+            # of this path ran there with gloo, 2 processes on one GPU; NCCL is untested.)
+            device = buffer.device
+            if self._stream is None:
+                self._stream = torch.cuda.Stream(device=device)
+            stream = self._stream
 
-            def wait_then_transfer() -> None:
-                event.synchronize()
-                transfer()
+            def ready() -> None:
+                with torch.cuda.device(device), torch.cuda.stream(stream):
+                    work.wait()
+                    event = torch.cuda.Event()
+                    event.record(stream)
+                    event.synchronize()
 
-            threading.Thread(target=wait_then_transfer, daemon=True).start()
+            self._submit(link, issued, ready, buffer, out)
         else:
-
-            def done(fut: torch.futures.Future) -> None:
-                try:
-                    fut.wait()
-                except Exception as exc:  # surface a failed collective to DDP instead of hanging it
-                    out.set_exception(exc)
-                    return
-                transfer()
-
-            work.get_future().add_done_callback(done)
+            self._submit(link, issued, work.wait, buffer, out)
         return out
 
     @contextlib.contextmanager
@@ -799,16 +861,16 @@ class SimulatedLink:
             if op != dist.ReduceOp.SUM:
                 raise ValueError(f"The simulated link models SUM all-reduces only, but got op={op!r}")
             flat = tensor.view(-1)
+            issued = self._clock()
             real(flat[-SYNC_TAIL:], group=group)
             if (
                 flat.is_cuda
             ):  # the link starts when the GPU has produced the buffer, not when the CPU got here
                 torch.cuda.synchronize(flat.device)
-            finish = self._finish_at(time.perf_counter(), tensor.numel() * tensor.element_size())
+            ready_at = self._ready_at(issued, SYNC_TAIL * flat.element_size(), self.link)
+            finish = self._finish_at(ready_at, _nbytes(flat))
             flat[:-SYNC_TAIL].mul_(world)
-            delay = finish - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
+            self._wait_until(finish)
             return None
 
         dist.all_reduce = all_reduce
@@ -816,6 +878,10 @@ class SimulatedLink:
             yield
         finally:
             dist.all_reduce = real
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
 
 
 def measure_loopback(d: Dist, numel_max: int, reps: int) -> dict[str, Any]:
@@ -940,6 +1006,7 @@ def bench_simulated_links(d: Dist, args: argparse.Namespace, name: str) -> dict[
         d.log(
             f"  [{name}, simulated links] round {r + 1}/{args.rounds} done ({time.perf_counter() - started:.0f} s)"
         )
+    sim.close()
 
     grad_bytes = 4 * n_params
     rows = []
@@ -1835,8 +1902,9 @@ def render_simulation(results: dict[str, Any]) -> list[str]:
         "Every cross-replica all-reduce of a step (DDP's gradient buckets through a DDP communication hook, "
         "HDET's converge through `torch.distributed.all_reduce`) all-reduces only its last "
         f"{SYNC_TAIL} elements for real (the ranks stay in lockstep, the converge's statistics stay exact) and "
-        "then waits what a ring all-reduce of all its bytes takes on the modelled link: "
-        "`2 (N-1) latency + 2 (N-1)/N bytes / bandwidth`, one transfer at a time (`scripts/simlink.py`). "
+        "completes when a ring all-reduce of all its bytes (the real part's included) would have on the modelled "
+        "link: `2 (N-1) latency + 2 (N-1)/N bytes / bandwidth`, one transfer at a time (`scripts/simlink.py`; "
+        "DDP's buckets wait on one link thread while the backward pass computes). "
         "The forward, backward and optimizer step are computed for real, interleaved with the measured modes. "
         "Links are in Gb/s (10^9 bit/s); *loopback model* is the link fitted to this machine's real loopback "
         "all-reduces.",

@@ -128,3 +128,115 @@ def test_simulated_link_queues_transfers_one_after_another():
     assert third == pytest.approx(101.1)  # link idle again
     assert sim.transfers == 3 and sim.modelled_s == pytest.approx(0.3)
     assert math.isclose(sim.modelled_s, 3 * ring_allreduce_seconds(10**8, 2, sim.link))
+
+
+class FakeClock:
+    """A clock that only moves when told to (or when slept on): the link thread's scheduling without timing."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += min(seconds, 0.25)  # wakes early on long waits: the link must sleep again
+
+
+def _sim_with_fake_clock(start: float = 100.0):
+    benchmark_speed = pytest.importorskip("benchmark_speed")
+    clock = FakeClock(start)
+    return benchmark_speed, benchmark_speed.SimulatedLink(world=2, clock=clock, sleep=clock.sleep), clock
+
+
+def test_link_thread_delivers_each_bucket_when_the_modelled_link_has_carried_it():
+    """A bucket starts on the link when its real part is through (less that part's own modelled time) or when
+    the link is free, whichever is later; its future completes at the modelled end, not before."""
+    torch = pytest.importorskip("torch")
+    benchmark_speed, sim, clock = _sim_with_fake_clock()
+    link = Link(8e-3)  # 1 MB/s, no latency
+    buffer = torch.zeros(100_000)  # 400 kB: 0.4 s on the wire
+    wire, tail = 0.4, benchmark_speed.SYNC_TAIL * 4 / 1e6  # the real part's own bytes: 16 ms of the 0.4 s
+
+    def real_part_takes(seconds):
+        def ready():
+            clock.now += seconds
+
+        return ready
+
+    first = torch.futures.Future()
+    sim._deliver(link, 100.0, real_part_takes(0.020), buffer, first)
+    assert first.done() and first.wait() is buffer
+    # The real part's 20 ms are counted once: its own bytes' 16 ms are inside the modelled 0.4 s.
+    assert clock.now == pytest.approx(100.020 - tail + wire)
+    assert clock.slept[0] == pytest.approx(wire - tail) and len(clock.slept) > 1  # woke early, slept again
+
+    # Issued while the first was on the wire, its real part long through: queued behind the first.
+    second = torch.futures.Future()
+    sim._deliver(link, 100.1, real_part_takes(0.0), buffer, second)
+    assert clock.now == pytest.approx(100.020 - tail + 2 * wire)
+
+    # Issued after the link went idle: starts when its real part is through, never before it was issued.
+    clock.now = 102.0
+    third = torch.futures.Future()
+    sim._deliver(link, 102.0, real_part_takes(0.001), buffer, third)
+    assert clock.now == pytest.approx(102.0 + wire)
+    assert sim.transfers == 3 and sim.modelled_s == pytest.approx(3 * wire)
+
+
+def test_link_thread_surfaces_a_failed_real_part_to_ddp():
+    torch = pytest.importorskip("torch")
+    _, sim, clock = _sim_with_fake_clock()
+
+    def failed():
+        raise RuntimeError("peer went away")
+
+    out = torch.futures.Future()
+    sim._deliver(Link(1.0), clock.now, failed, torch.zeros(10_000), out)
+    with pytest.raises(RuntimeError, match="peer went away"):
+        out.wait()
+    assert sim.transfers == 0 and clock.slept == []
+
+
+def test_link_thread_completes_buckets_first_in_first_out_and_stops_on_close():
+    torch = pytest.importorskip("torch")
+    _, sim, clock = _sim_with_fake_clock()
+    link = Link(8e-3)
+    done: list[int] = []
+    futures = []
+    for i in range(4):
+        out = torch.futures.Future()
+        out.add_done_callback(lambda _f, i=i: done.append(i))
+        sim._submit(link, clock.now, lambda: None, torch.zeros(10_000 * (4 - i)), out)  # large to small
+        futures.append(out)
+    sim.close()
+    assert sim._thread is None and all(f.done() for f in futures)
+    assert done == [0, 1, 2, 3]  # a small bucket never overtakes a large one queued before it (one wire)
+    assert sim.transfers == 4
+
+
+def test_simulated_converge_waits_the_modelled_time_and_scales_the_unsent_part(monkeypatch):
+    """HDET's converge (a blocking all-reduce): the tail is reduced for real, the rest is multiplied by the world
+    size as if every replica held the same values, and the call returns when the modelled link has delivered."""
+    torch = pytest.importorskip("torch")
+    benchmark_speed, sim, clock = _sim_with_fake_clock()
+    dist = benchmark_speed.dist
+    reduced = []
+
+    def real_all_reduce(tensor, op=None, group=None, async_op=False):
+        reduced.append(tensor.numel())
+        tensor.mul_(2)  # the other rank holds the same values
+        clock.now += 0.005
+
+    monkeypatch.setattr(dist, "all_reduce", real_all_reduce)
+    sim.link = Link(8e-3)
+    buffer = torch.ones(100_000)
+    with sim.patched_all_reduce():
+        dist.all_reduce(buffer)
+    assert dist.all_reduce is real_all_reduce  # restored
+    assert reduced == [benchmark_speed.SYNC_TAIL]
+    assert torch.equal(buffer, torch.full((100_000,), 2.0))
+    assert clock.now == pytest.approx(100.0 + 0.4)  # the real 5 ms were part of the modelled 0.4 s
+    assert sim.transfers == 1
