@@ -128,6 +128,8 @@ CONTROLLER_IDEAS = (
     ("spread0.1_until0.5", "spread 0.1, lambda 3.5, train_and_averaged_probe, explore_until 0.5", {"controller_signal": "train_and_averaged_probe", "explore_until": 0.5, "lr_spread": 0.1, "controller_lr": 3.5}),
     # The averaged probe alone with the run-scaled T: on long runs the mixed signal cut every start's LR 3-10x.
     ("avgprobe_T3pct_until0.5", "averaged_probe, T 3 % of the run (>= 10), explore_until 0.5", {"controller_signal": "averaged_probe", "sync_interval": 0.03, "explore_until": 0.5}),
+    # Stop at 40 %: on long runs the post-peak decisions all said "smaller" (reading 10).
+    ("both_T3pct_until0.4", "train_and_averaged_probe, T 3 % of the run (>= 10), explore_until 0.4", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.4}),
     # Score the end-of-run loss, not the current one: each replica after a 4-step LR cool-down on copies.
     # First version: from each replica's own LR, on one rank's batch (8 blocks).
     ("cool_own_b8", "cooldown_probe from the replica's LR, batches of 8", {"controller_signal": "cooldown_probe", "cooldown_lr": "replica", "cooldown_batch_size": 8}),
