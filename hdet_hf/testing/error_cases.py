@@ -475,6 +475,17 @@ CASES: list[ErrorCase] = [
         controller_signal="eval_loss",
     ),
     _config(
+        'converge_weights="best"',
+        r"--hdet_converge_weights must be one of uniform, fitness, but got 'best'",
+        converge_weights="best",
+    ),
+    _config(
+        'converge_weights="fitness", hsdp_shard_size=2',
+        r"--hdet_converge_weights fitness is not supported with --hdet_hsdp_shard_size yet",
+        converge_weights="fitness",
+        hsdp_shard_size=2,
+    ),
+    _config(
         'base_schedule="cosine"',
         r"--hdet_base_schedule must be one of one_cycle, trainer",
         base_schedule="cosine",
