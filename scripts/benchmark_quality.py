@@ -139,7 +139,8 @@ CONTROLLER_IDEAS = (
     ("both_cool", "train_and_cooldown_probe", {"controller_signal": "train_and_cooldown_probe"}),
     ("early_smooth", "train_and_averaged_probe, lambda 3, beta 0.8, explore_until 0.4", {"controller_signal": "train_and_averaged_probe", "controller_lr": 3.0, "controller_momentum": 0.8, "explore_until": 0.4}),
 )
-START_FACTORS = {"best": 1.0, "low": 0.1, "high": 3.0}
+# "third" (1/3 of the best LR) only for the signal map below, which runs the spread at four fixed LRs.
+START_FACTORS = {"best": 1.0, "low": 0.1, "third": 1 / 3, "high": 3.0}
 GROUPS = ("sweep", "core", "paper", "variants", "risks", "stability", "controller")
 # A run whose eval loss is >= this fraction of the unigram cross-entropy learned (almost) nothing beyond token
 # frequencies: it collapsed.
@@ -363,6 +364,18 @@ def plan_hdet(
     for label, note, extra in CONTROLLER_IDEAS:
         for start in starts:
             add(f"shared_{label}_{start}", "controller", start, label, note, gradient_sync="shared", **{**tuned, **extra})
+    # The signal map: the spread alone (no controller) at four fixed LRs around the best, T 3 % of the run, to
+    # see what the replicas' comparison says at each LR and phase (scripts/controller_slopes.py reads it).
+    for start in ("low", "third", "best", "high"):
+        add(
+            f"shared_signal_{start}",
+            "controller",
+            start,
+            "signal",
+            "spread 0.25, T 3 % of the run (>= 10), no controller, to the last step",
+            gradient_sync="shared",
+            **{**tuned, "auto_lr": False, "sync_interval": 0.03},
+        )
     # Risk 1: replicas see different data, so train losses are a noisy comparison -> probe signal.
     if "controller_signal" in supported:
         for mode in ("local", "shared"):
