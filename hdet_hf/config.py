@@ -73,6 +73,17 @@ class HDETConfig:
             "saves communication at a quality cost."
         },
     )
+    comparison_horizon: float = field(
+        default=0.0,
+        metadata={
+            "help": "Experimental, shared mode: how far back the replicas' comparison reaches. 0 (default): one "
+            "interval, each replica at start + m_r x the interval's update. > 0: every rank keeps a discounted "
+            "sum Z of the ensemble's updates (decay exp(-T / H)) and each replica starts its interval at the "
+            "average + (m_r - 1) x Z, so the controller compares LRs along the run's direction over about H "
+            "steps while still deciding every T (hdet_hf/horizon.py). An integer number of steps >= 1 or a "
+            "fraction of the run in (0, 1). Keeps two extra copies of the parameters per process."
+        },
+    )
     gradient_sync: str = field(
         default="shared",
         metadata={
@@ -481,6 +492,29 @@ class HDETConfig:
                 f"{_flag('outer_momentum')} must be in [0, 1), but got {self.outer_momentum!r}. Use 0 for plain "
                 "averaging or e.g. 0.9 (DiLoCo)."
             )
+        horizon = self.comparison_horizon
+        if not (
+            isinstance(horizon, (int, float)) and not isinstance(horizon, bool) and math.isfinite(horizon)
+            and horizon >= 0 and (horizon < 1 or horizon == int(horizon))
+        ):
+            raise ValueError(
+                f"{_flag('comparison_horizon')} must be 0 (one interval), a fraction of the run in (0, 1) or an "
+                f"integer number of steps >= 1, but got {horizon!r}. Use e.g. 0.1."
+            )
+        if horizon > 0:
+            conflicts = [
+                f"{_flag('gradient_sync')} local" if self.gradient_sync == "local" else "",
+                f"{_flag('hsdp_shard_size')} {self.hsdp_shard_size}" if self.hsdp_shard_size > 0 else "",
+                f"{_flag('outer_lr')}/{_flag('outer_momentum')}" if (self.outer_lr, self.outer_momentum) != (1.0, 0.0) else "",
+            ]
+            conflicts = [c for c in conflicts if c]
+            if conflicts:
+                raise ValueError(
+                    f"{_flag('comparison_horizon')} is only supported in plain shared mode (whole replicas, plain "
+                    f"averaging), not with {', '.join(conflicts)}: in local mode and in HSDP groups the replicas "
+                    f"follow their own gradients, and the outer step keeps its own anchor. Use "
+                    f"{_flag('comparison_horizon')} 0 there."
+                )
         if not (math.isfinite(self.bucket_size_mb) and self.bucket_size_mb > 0):
             raise ValueError(
                 f"{_flag('bucket_size_mb')} must be > 0 MiB and finite, but got {self.bucket_size_mb!r}: it is "
@@ -526,6 +560,11 @@ class HDETConfig:
         resolved for ``total_steps`` (today ``sync_interval``), so the engine, its checkpoints and the run record
         all see the T that ran."""
         return replace(self, sync_interval=self.resolve_sync_interval(total_steps))
+
+    def resolve_comparison_horizon(self, total_steps: int) -> float:
+        """The comparison horizon H in optimizer steps (0: off) for a run of ``total_steps``."""
+        horizon = self.comparison_horizon
+        return float(horizon) if horizon >= 1 or horizon == 0 else horizon * total_steps
 
     def resolve_warmup_steps(self, total_steps: int, name: str = "auto_lr_warmup_steps") -> int:
         """A warm-up (``auto_lr_warmup_steps`` or ``sync_warmup_steps``) in optimizer steps for ``total_steps``."""

@@ -36,6 +36,7 @@ from .cooldown import cooldown_score
 from .engine_state import STATE_VERSION, EngineCheckpoint, check_settings_agree
 from .fitness import FitnessWeights
 from .health import HDETDivergenceError, ReplicaHealth
+from .horizon import HorizonOffsets, horizon_decay
 from .learning_rates import LearningRates
 from .outer import OuterStep
 from .process import rank_and_world_size
@@ -114,6 +115,9 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         self.lrs = LearningRates(optimizer, self.registry, self.recorder.record.lr_per_step)
         self.window = ScoreWindow()
         self.outer = OuterStep(config.outer_lr, config.outer_momentum)
+        self.horizon = HorizonOffsets(
+            horizon_decay(config.sync_interval, config.resolve_comparison_horizon(total_steps))
+        )
         self.step = 0
         self.steps_in_interval = 0  # since the last regular converge; identical on every rank
         # Since the last converge of any kind: 0 means the replicas are identical (see `force_converge`).
@@ -171,7 +175,9 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
     def force_converge(self) -> ConvergeReport | None:
         """Average now (before evaluating or saving), without a controller update; None when nothing moved
         since the last converge (the replicas are identical, so there is nothing to average)."""
-        return self.converge(regular=False) if self.steps_since_converge > 0 else None
+        # Offsets set at the last converge (`horizon`) also make the replicas differ, before any step.
+        moved = self.steps_since_converge > 0 or self.horizon.offsets_in_place
+        return self.converge(regular=False) if moved else None
 
     @property
     def in_sync_warmup(self) -> bool:
@@ -197,6 +203,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         layout = StatsLayout(self.registry.names)
         mine, probed = self._score(layout, regular)
         gathered = self._exchange(layout, mine, self._average_weight(layout, mine, regular))
+        self.horizon.offsets_in_place = False  # every replica holds the average now
         report = self._decide(gathered, healthy=bool(mine[layout.HEALTHY] > 0.5), regular=regular, probed=probed)
         self._record(report)
         return report
@@ -319,6 +326,12 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                 self.fitness.observe(signal, gathered.scored)
         self.registry.redraw()
         self.apply_values()
+        if self.horizon.enabled:
+            # Each replica starts the next interval at the average + (m_r - 1) x the run's recent direction
+            # (`horizon`); after exploration every multiplier is 1 and the offsets vanish.
+            self.horizon.update_(self.replica.param_data())
+            if self.controller_active() and self.step < self.total_steps:
+                self.horizon.offset_(self.replica.param_data(), self.multiplier(step=self.step + 1) - 1.0)
         self.window.reset_loss()
         self.window.diverged = False
         self.steps_in_interval = 0

@@ -41,7 +41,7 @@ STATE_VERSION = 2
 # Settings a resume may change: they decide how the average is computed (memory), not what it is.
 RESUMABLE_CHANGES = ("bucket_size_mb",)
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
-PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average")
+PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
 
 
 class EngineCheckpoint:
@@ -90,6 +90,7 @@ def state_dict(engine: HDETEngine) -> dict[str, Any]:
         "schedule_lrs": list(engine.lrs.schedule_lrs) if engine.lrs.schedule_lrs is not None else None,
         **engine.health.state_dict(),
         **engine.outer.state_dict(),
+        **engine.horizon.state_dict(),
         **engine.fitness.state_dict(),
         # Checked on load: a resume must continue the same configuration (`check_resumed_settings`).
         "config": engine.config.to_dict(),
@@ -128,6 +129,7 @@ def load_state_dict(engine: HDETEngine, state: Any, *, elastic: bool, source: st
         engine.lrs.schedule_lrs = list(state["schedule_lrs"])
     engine.health.load_state_dict(state)
     engine.outer.load_state_dict(state, device)
+    engine.horizon.load_state_dict(state, device)
     engine.fitness.load_state_dict(state)
     engine.apply_values()
     if not resized:

@@ -166,3 +166,49 @@ def test_fitness_weighted_converge_pulls_the_average_toward_better_replicas(tmp_
         assert r["reference"] == [[centre, scale]]
     for i, p in enumerate(ranks[0]["averages"][1]):  # bit-identical on every rank
         assert all(torch.equal(p, r["averages"][1][i]) for r in ranks[1:])
+
+
+def test_comparison_horizon_offsets_replicas_along_the_discounted_direction(tmp_path):
+    """After each regular converge rank r is at anchor + (m_r - 1) x Z, Z = decay x Z + (average - anchor) is
+    the same on every rank, and the offsets average out; a forced converge leaves the plain average."""
+    gloo_only()
+    torchrun("engine_worker.py", 3, ["horizon", str(tmp_path)])
+    ranks = load_ranks(tmp_path, 3)
+    decay = ranks[0]["decay"]
+    assert decay == pytest.approx(math.exp(-2 / 4))
+    records = [r["records"] for r in ranks]
+    # The forced converge at step 4 comes right after a regular one: no step taken, yet the offsets make the
+    # replicas differ, so it must average. The last step lands on the grid: no offsets after it.
+    assert [(x["step"], x["regular"]) for x in records[0]] == [
+        (2, True), (4, True), (4, False), (5, False), (6, True), (8, True)
+    ]  # fmt: skip
+    previous = None
+    offset_seen = False
+    for i, first in enumerate(records[0]):
+        if not first["regular"]:
+            for r in records:  # the plain average, identical everywhere
+                for p, q in zip(r[i]["params"], first["params"]):
+                    assert torch.equal(p, q)
+            continue
+        for r in records[1:]:
+            for key in ("anchors", "directions"):
+                for a, b in zip(r[i][key], first[key]):
+                    assert torch.equal(a, b)
+        for r in records:
+            # No next interval after the last step: the run ends on the plain average.
+            m = r[i]["next_multiplier"] if first["step"] < 8 else 1.0
+            offset_seen |= m != 1.0
+            for p, anchor, z in zip(r[i]["params"], first["anchors"], first["directions"]):
+                assert torch.equal(p, anchor.clone().add_(z, alpha=m - 1.0))
+        for j, anchor in enumerate(first["anchors"]):
+            mean = torch.stack([r[i]["params"][j] for r in records]).double().mean(0)
+            assert torch.allclose(mean, anchor.double(), atol=1e-6)
+            if previous is not None:
+                expected = decay * previous["directions"][j] + (anchor - previous["anchors"][j])
+                assert torch.allclose(first["directions"][j], expected, atol=1e-6)
+        previous = first
+    assert offset_seen
+    for r in records:  # the run ends on the plain average, identical everywhere
+        for p, q in zip(r[-1]["params"], records[0][-1]["params"]):
+            assert torch.equal(p, q)
+    assert any(z.abs().sum() > 0 for z in records[0][-2]["directions"])

@@ -359,6 +359,13 @@ CASES: list[ErrorCase] = [
     _flags("--hdet_outer_lr", "0", match=r"--hdet_outer_lr must be a positive finite number, but got 0"),
     _flags("--hdet_outer_momentum", "1.0", match=r"--hdet_outer_momentum must be in \[0, 1\), but got 1.0"),
     _flags(
+        "--hdet_comparison_horizon", "2.5", match=r"--hdet_comparison_horizon must be 0 \(one interval\).*got 2.5"
+    ),
+    _flags(
+        "--hdet_comparison_horizon", "0.1", "--hdet_gradient_sync", "local",
+        match=r"--hdet_comparison_horizon is only supported in plain shared mode.*--hdet_gradient_sync local",
+    ),  # fmt: skip
+    _flags(
         "--hdet_controller_momentum", "1.0", match=r"--hdet_controller_momentum must be in \[0, 1\).*got 1.0"
     ),
     _flags(

@@ -241,6 +241,48 @@ def scenario_fitness(rank: int, world: int) -> dict:
     return {"averages": averages, "reference": engine.state_dict()["fitness_reference"]}
 
 
+def scenario_horizon(rank: int, world: int) -> dict:
+    """--hdet_comparison_horizon: a linear model, SGD, T 2, H 4 steps, 8 steps, a forced converge at step 5.
+    Records, after every converge, this rank's parameters, the engine's anchor and direction, and its next
+    multiplier."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    config = HDETConfig(
+        sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, explore_until=1.0,
+        controller_signal="train_loss", comparison_horizon=4,
+    )  # fmt: skip
+    engine = HDETEngine(config, model, opt, total_steps=8)
+    g = torch.Generator().manual_seed(rank)
+    engine.apply_lr([0.1])
+    records = []
+    for step in range(1, 9):
+        x = torch.randn(8, 4, generator=g)
+        loss = (model(x) - x.sum(1, keepdim=True)).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        engine.add_loss(loss)
+        def record(report) -> None:
+            if report is None:
+                return
+            h = engine.horizon
+            records.append({
+                "step": step,
+                "regular": report.regular,
+                "params": [p.detach().clone() for p in model.parameters()],
+                "anchors": [t.clone() for t in h.anchors] if h.anchors is not None else None,
+                "directions": [t.clone() for t in h.directions] if h.directions is not None else None,
+                "next_multiplier": engine.multiplier(),
+            })  # fmt: skip
+
+        record(engine.end_step())
+        if step in (4, 5):  # 4: right after a regular converge (offsets only); 5: mid-interval
+            record(engine.force_converge())
+        engine.apply_lr([0.1])
+    return {"records": records, "decay": engine.horizon.decay}
+
+
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     init_process_group()

@@ -1,0 +1,83 @@
+"""Compare replicas over a longer horizon than one interval: offsets along the run's recent direction.
+
+In shared mode every replica takes the ensemble's averaged gradient, so between two converges replica r is
+at ``start + m_r * D``: every score is a line search along one interval's update ``D``. Over a few dozen
+steps a smaller step looks better (the noise a larger one adds settles fast, its extra progress builds up
+slowly), so the controller cuts the LR more the longer the run (short-horizon bias, arXiv 1803.02021;
+BENCHMARKS.md, "The controller", readings 10 and 12). A longer interval compares over a longer horizon but
+leaves fewer decisions.
+
+Here every rank keeps ``Z``, a discounted sum of the ensemble's interval updates,
+``Z = decay * Z + (average - anchor)`` with ``anchor`` the previous regular converge's average and
+``decay = exp(-T / H)``: to first order, how much further the run would be had its LR been ``e`` times
+larger over about the last ``H`` steps. After each regular converge replica r starts its interval at
+``average + (m_r - 1) * Z``, so its score compares LRs along the run's direction over ``H`` steps while
+the controller still decides every ``T``. The offsets average to zero (the multipliers' mean is 1), so the
+next average is still the ensemble's.
+
+All ranks compute the same anchor and ``Z`` from the same average: no communication. Costs two copies of
+the trainable parameters per process. Forced converges (before saving or evaluating) leave the offsets
+out for the rest of that interval, so a saved or evaluated model is the plain average.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["horizon_decay", "HorizonOffsets"]
+
+
+def horizon_decay(sync_interval: int, horizon_steps: float) -> float:
+    """Per-converge discount ``exp(-T / H)`` of the accumulated direction; 0 (off) when ``H`` is 0."""
+    if horizon_steps <= 0:
+        return 0.0
+    return math.exp(-sync_interval / horizon_steps)
+
+
+class HorizonOffsets:
+    """The anchor (last regular average) and the discounted direction ``Z``, one tensor per parameter."""
+
+    def __init__(self, decay: float) -> None:
+        if not 0.0 <= decay < 1.0:
+            raise ValueError(f"Expected a discount in [0, 1), but got {decay!r}")
+        self.decay = decay
+        self.enabled = decay > 0.0
+        self.anchors: list[torch.Tensor] | None = None
+        self.directions: list[torch.Tensor] | None = None
+        # Whether the replicas sit at their offsets (set on every rank alike, also where m_r - 1 is 0, because
+        # it decides whether a forced converge runs its collective); any converge clears it.
+        self.offsets_in_place = False
+
+    @torch.no_grad()
+    def update_(self, average: Sequence[torch.Tensor]) -> None:
+        """Take in one interval's update: ``average`` holds the fresh average of a regular converge."""
+        self.offsets_in_place = False
+        if self.anchors is None or self.directions is None:
+            # The first regular converge: no earlier average to measure an update from.
+            self.anchors = [p.clone() for p in average]
+            self.directions = [torch.zeros_like(p) for p in average]
+            return
+        for param, anchor, direction in zip(average, self.anchors, self.directions):
+            direction.mul_(self.decay).add_(param).sub_(anchor)
+            anchor.copy_(param)
+
+    @torch.no_grad()
+    def offset_(self, params: Sequence[torch.Tensor], amount: float) -> None:
+        """In place: ``params += amount * Z`` (``amount`` is this replica's ``m_r - 1``)."""
+        self.offsets_in_place = True
+        if self.directions is None or amount == 0.0:
+            return
+        for param, direction in zip(params, self.directions):
+            param.add_(direction, alpha=amount)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"horizon_anchors": self.anchors, "horizon_directions": self.directions}
+
+    def load_state_dict(self, state: dict[str, Any], device: torch.device) -> None:
+        anchors, directions = state.get("horizon_anchors"), state.get("horizon_directions")
+        self.anchors = [t.to(device) for t in anchors] if anchors is not None else None
+        self.directions = [t.to(device) for t in directions] if directions is not None else None

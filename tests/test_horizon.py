@@ -1,0 +1,71 @@
+"""hdet_hf/horizon.py: the discounted direction Z and the replica offsets along it (pure tensor math)."""
+
+import math
+
+import pytest
+import torch
+
+from hdet_hf import HDETConfig
+from hdet_hf.horizon import HorizonOffsets, horizon_decay
+
+
+def test_decay_is_exp_minus_t_over_h_and_zero_turns_it_off():
+    assert horizon_decay(10, 30) == pytest.approx(math.exp(-1 / 3))
+    assert horizon_decay(10, 0) == 0.0
+    assert not HorizonOffsets(0.0).enabled and HorizonOffsets(0.5).enabled
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        HorizonOffsets(1.0)
+
+
+def test_direction_is_the_discounted_sum_of_interval_updates():
+    offsets = HorizonOffsets(0.5)
+    p = torch.tensor([1.0, 2.0])
+    offsets.update_([p])  # first converge: anchor only
+    assert offsets.directions[0].tolist() == [0.0, 0.0]
+    steps = [torch.tensor([1.0, 0.0]), torch.tensor([0.0, 2.0]), torch.tensor([4.0, 4.0])]
+    expected = torch.zeros(2)
+    for update in steps:
+        p = p + update
+        offsets.update_([p])
+        expected = 0.5 * expected + update
+        assert torch.equal(offsets.directions[0], expected)
+        assert torch.equal(offsets.anchors[0], p)
+    # Z = 0.25 * u1 + 0.5 * u2 + u3
+    assert offsets.directions[0].tolist() == [4.25, 5.0]
+
+
+def test_offsets_average_to_zero_over_symmetric_multipliers():
+    offsets = HorizonOffsets(0.5)
+    offsets.update_([torch.zeros(3)])
+    offsets.update_([torch.tensor([1.0, -2.0, 0.5])])
+    multipliers = [0.75, 1.25]
+    replicas = []
+    for m in multipliers:
+        p = torch.tensor([1.0, -2.0, 0.5])
+        offsets.offset_([p], m - 1.0)
+        replicas.append(p)
+    assert torch.equal(replicas[0], torch.tensor([0.75, -1.5, 0.375]))
+    assert torch.equal(torch.stack(replicas).mean(0), torch.tensor([1.0, -2.0, 0.5]))
+
+
+def test_state_round_trip():
+    offsets = HorizonOffsets(0.5)
+    offsets.update_([torch.ones(2)])
+    offsets.update_([torch.full((2,), 3.0)])
+    restored = HorizonOffsets(0.5)
+    restored.load_state_dict(offsets.state_dict(), torch.device("cpu"))
+    assert torch.equal(restored.directions[0], offsets.directions[0])
+    assert torch.equal(restored.anchors[0], offsets.anchors[0])
+
+
+def test_config_resolves_and_refuses():
+    assert HDETConfig(comparison_horizon=0.1).resolve_comparison_horizon(1000) == pytest.approx(100.0)
+    assert HDETConfig(comparison_horizon=40).resolve_comparison_horizon(1000) == 40.0
+    assert HDETConfig().resolve_comparison_horizon(1000) == 0.0
+    for bad in (-0.1, 2.5, math.nan, math.inf):
+        with pytest.raises(ValueError, match="--hdet_comparison_horizon"):
+            HDETConfig(comparison_horizon=bad)
+    with pytest.raises(ValueError, match="--hdet_gradient_sync local"):
+        HDETConfig(comparison_horizon=0.1, gradient_sync="local")
+    with pytest.raises(ValueError, match="--hdet_outer_lr"):
+        HDETConfig(comparison_horizon=0.1, outer_lr=0.7)
