@@ -263,7 +263,7 @@ def scenario_horizon(rank: int, world: int) -> dict:
         opt.step()
         opt.zero_grad()
         engine.add_loss(loss)
-        def record(report) -> None:
+        def record(report, step: int = step) -> None:
             if report is None:
                 return
             h = engine.horizon
