@@ -77,11 +77,12 @@ class HDETConfig:
         default=0.0,
         metadata={
             "help": "Experimental, shared mode: how far back the replicas' comparison reaches. 0 (default): one "
-            "interval, each replica at start + m_r x the interval's update. > 0: every rank keeps a discounted "
-            "sum Z of the ensemble's updates (decay exp(-T / H)) and each replica starts its interval at the "
-            "average + (m_r - 1) x Z, so the controller compares LRs along the run's direction over about H "
-            "steps while still deciding every T (hdet_hf/horizon.py). An integer number of steps >= 1 or a "
-            "fraction of the run in (0, 1). Keeps two extra copies of the parameters per process."
+            "interval, each replica steps at m_r x the base LR (at start + m_r x the interval's update). > 0: "
+            "every rank steps at the base LR and keeps a discounted sum Z of the ensemble's updates (decay "
+            "exp(-T / H)); each replica starts its interval at the average + (1 - decay) x (m_r - 1) x Z, so the "
+            "controller compares LRs along the run's direction over about H steps while still deciding every T "
+            "(hdet_hf/horizon.py). An integer number of steps >= 1 or a fraction of the run in (0, 1). Keeps two "
+            "extra copies of the parameters per process."
         },
     )
     gradient_sync: str = field(

@@ -112,7 +112,11 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
             self.explore_until_step,
         )
         self.recorder = RunRecorder(config, self.world_size, total_steps, optimizer)
-        self.lrs = LearningRates(optimizer, self.registry, self.recorder.record.lr_per_step)
+        # With a comparison horizon the LR multipliers act through offsets along the run's direction, not
+        # through the step size (`horizon`).
+        self.lrs = LearningRates(
+            optimizer, self.registry, self.recorder.record.lr_per_step, step_spread=config.comparison_horizon == 0
+        )
         self.window = ScoreWindow()
         self.outer = OuterStep(config.outer_lr, config.outer_momentum)
         self.horizon = HorizonOffsets(
@@ -331,7 +335,8 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
             # (`horizon`); after exploration every multiplier is 1 and the offsets vanish.
             self.horizon.update_(self.replica.param_data())
             if self.controller_active() and self.step < self.total_steps:
-                self.horizon.offset_(self.replica.param_data(), self.multiplier(step=self.step + 1) - 1.0)
+                amount = self.horizon.offset_scale * (self.multiplier(step=self.step + 1) - 1.0)
+                self.horizon.offset_(self.replica.param_data(), amount)
         self.window.reset_loss()
         self.window.diverged = False
         self.steps_in_interval = 0

@@ -10,10 +10,13 @@ leaves fewer decisions.
 Here every rank keeps ``Z``, a discounted sum of the ensemble's interval updates,
 ``Z = decay * Z + (average - anchor)`` with ``anchor`` the previous regular converge's average and
 ``decay = exp(-T / H)``: to first order, how much further the run would be had its LR been ``e`` times
-larger over about the last ``H`` steps. After each regular converge replica r starts its interval at
-``average + (m_r - 1) * Z``, so its score compares LRs along the run's direction over ``H`` steps while
-the controller still decides every ``T``. The offsets average to zero (the multipliers' mean is 1), so the
-next average is still the ensemble's.
+larger over about the last ``H`` steps. Every rank then steps at the base LR (no step-size fan-out), and
+after each regular converge replica r starts its interval at ``average + (1 - decay) * (m_r - 1) * Z``:
+displaced along the LR's tangent over ``H`` steps by about as much as the fan-out would move it in one
+interval. Its scores then compare LRs over ``H`` steps while the controller still decides every ``T``
+(a first version, with the fan-out kept and offsets ``(m_r - 1) * Z``, compared better LRs but cost too
+much: BENCHMARKS.md, reading 12). The offsets average to zero (the multipliers' mean is 1), so the next
+average is still the ensemble's.
 
 All ranks compute the same anchor and ``Z`` from the same average: no communication. Costs two copies of
 the trainable parameters per process. Forced converges (before saving or evaluating) leave the offsets
@@ -46,6 +49,10 @@ class HorizonOffsets:
             raise ValueError(f"Expected a discount in [0, 1), but got {decay!r}")
         self.decay = decay
         self.enabled = decay > 0.0
+        # Replica r sits at the average + offset_scale x (m_r - 1) x Z. ``1 - decay`` scales the drift part of
+        # Z (about the last ~H/T intervals' updates) back to one interval's: the replicas are as far apart as
+        # the step-size fan-out puts them, but along the run's direction over H steps.
+        self.offset_scale = 1.0 - decay
         self.anchors: list[torch.Tensor] | None = None
         self.directions: list[torch.Tensor] | None = None
         # Whether the replicas sit at their offsets (set on every rank alike, also where m_r - 1 is 0, because

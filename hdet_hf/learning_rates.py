@@ -36,11 +36,17 @@ class LearningRates:
     """
 
     def __init__(
-        self, optimizer: torch.optim.Optimizer, registry: HyperparameterRegistry, rows: list[list[float]]
+        self,
+        optimizer: torch.optim.Optimizer,
+        registry: HyperparameterRegistry,
+        rows: list[list[float]],
+        step_spread: bool = True,
     ) -> None:
         self.optimizer = optimizer
         self.registry = registry
         self.rows = rows
+        # False: every rank steps at the base LR; the LR multipliers act through offsets instead (`horizon`).
+        self.step_spread = step_spread
         # The last schedule values, re-applied by `apply(None)` (after a resume or a converge).
         self.schedule_lrs: list[float] | None = None
 
@@ -57,6 +63,8 @@ class LearningRates:
         # Index i holds the base LR of optimizer step i + 1; re-applying for the same step overwrites it.
         del self.rows[step - 1 :]
         self.rows.append(bases)
+        if not self.step_spread:
+            return bases
         return [base * self.registry.multipliers(h, step)[rank] for base, h in zip(bases, group_hparam)]
 
     def apply(self, schedule_lrs: Sequence[float] | None, step: int, rank: int) -> list[float]:

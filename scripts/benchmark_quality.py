@@ -130,10 +130,12 @@ CONTROLLER_IDEAS = (
     ("avgprobe_T3pct_until0.5", "averaged_probe, T 3 % of the run (>= 10), explore_until 0.5", {"controller_signal": "averaged_probe", "sync_interval": 0.03, "explore_until": 0.5}),
     # Stop at 40 %: on long runs the post-peak decisions all said "smaller" (reading 10).
     ("both_T3pct_until0.4", "train_and_averaged_probe, T 3 % of the run (>= 10), explore_until 0.4", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.4}),
-    # A longer comparison horizon without fewer decisions: replicas offset along the run's discounted
-    # direction over 10 % / 20 % of the run (hdet_hf/horizon.py), still deciding every T.
-    ("both_T3pct_until0.5_h0.1", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1}),
-    ("both_T3pct_until0.5_h0.2", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 20 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.2}),
+    # A longer comparison horizon without fewer decisions (hdet_hf/horizon.py): every rank steps at the base LR
+    # and replica r is offset by (1 - decay)(m_r - 1) x the run's discounted direction over 10 % of the run.
+    # (Rows *_h0.1_* in benchmarks/controller and controller_1000_best0.03 are the first version, recorded at
+    # commit a969475: step-size fan-out kept, offsets (m_r - 1) x Z.)
+    ("both_T3pct_until0.5_hz0.1", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1}),
+    ("avgprobe_T3pct_until0.5_hz0.1", "averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1}),
     # Score the end-of-run loss, not the current one: each replica after a 4-step LR cool-down on copies.
     # First version: from each replica's own LR, on one rank's batch (8 blocks).
     ("cool_own_b8", "cooldown_probe from the replica's LR, batches of 8", {"controller_signal": "cooldown_probe", "cooldown_lr": "replica", "cooldown_batch_size": 8}),

@@ -169,8 +169,9 @@ def test_fitness_weighted_converge_pulls_the_average_toward_better_replicas(tmp_
 
 
 def test_comparison_horizon_offsets_replicas_along_the_discounted_direction(tmp_path):
-    """After each regular converge rank r is at anchor + (m_r - 1) x Z, Z = decay x Z + (average - anchor) is
-    the same on every rank, and the offsets average out; a forced converge leaves the plain average."""
+    """After each regular converge rank r is at anchor + (1 - decay) (m_r - 1) x Z, Z = decay x Z + (average -
+    anchor) is the same on every rank, the offsets average out, and every rank steps at the base LR; a
+    forced converge leaves the plain average."""
     gloo_only()
     torchrun("engine_worker.py", 3, ["horizon", str(tmp_path)])
     ranks = load_ranks(tmp_path, 3)
@@ -199,7 +200,7 @@ def test_comparison_horizon_offsets_replicas_along_the_discounted_direction(tmp_
             m = r[i]["next_multiplier"] if first["step"] < 8 else 1.0
             offset_seen |= m != 1.0
             for p, anchor, z in zip(r[i]["params"], first["anchors"], first["directions"]):
-                assert torch.equal(p, anchor.clone().add_(z, alpha=m - 1.0))
+                assert torch.equal(p, anchor.clone().add_(z, alpha=(1.0 - decay) * (m - 1.0)))
         for j, anchor in enumerate(first["anchors"]):
             mean = torch.stack([r[i]["params"][j] for r in records]).double().mean(0)
             assert torch.allclose(mean, anchor.double(), atol=1e-6)
@@ -208,6 +209,8 @@ def test_comparison_horizon_offsets_replicas_along_the_discounted_direction(tmp_
                 assert torch.allclose(first["directions"][j], expected, atol=1e-6)
         previous = first
     assert offset_seen
+    # No step-size fan-out: every rank runs the base LR (which the controller moves), the multipliers act as offsets.
+    assert all(r["lrs"] == ranks[0]["lrs"] for r in ranks) and ranks[0]["lrs"][0] == 0.1
     for r in records:  # the run ends on the plain average, identical everywhere
         for p, q in zip(r[-1]["params"], records[0][-1]["params"]):
             assert torch.equal(p, q)

@@ -255,8 +255,9 @@ def scenario_horizon(rank: int, world: int) -> dict:
     engine = HDETEngine(config, model, opt, total_steps=8)
     g = torch.Generator().manual_seed(rank)
     engine.apply_lr([0.1])
-    records = []
+    records, lrs = [], []
     for step in range(1, 9):
+        lrs.append(opt.param_groups[0]["lr"])
         x = torch.randn(8, 4, generator=g)
         loss = (model(x) - x.sum(1, keepdim=True)).pow(2).mean()
         loss.backward()
@@ -280,7 +281,7 @@ def scenario_horizon(rank: int, world: int) -> dict:
         if step in (4, 5):  # 4: right after a regular converge (offsets only); 5: mid-interval
             record(engine.force_converge())
         engine.apply_lr([0.1])
-    return {"records": records, "decay": engine.horizon.decay}
+    return {"records": records, "decay": engine.horizon.decay, "lrs": lrs}
 
 
 def main() -> None:
