@@ -112,16 +112,18 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
             self.explore_until_step,
         )
         self.recorder = RunRecorder(config, self.world_size, total_steps, optimizer)
-        # With a comparison horizon the LR multipliers act through offsets along the run's direction, not
-        # through the step size (`horizon`).
-        self.lrs = LearningRates(
-            optimizer, self.registry, self.recorder.record.lr_per_step, step_spread=config.comparison_horizon == 0
-        )
-        self.window = ScoreWindow()
-        self.outer = OuterStep(config.outer_lr, config.outer_momentum)
         self.horizon = HorizonOffsets(
             horizon_decay(config.sync_interval, config.resolve_comparison_horizon(total_steps))
         )
+        # With a comparison horizon and the LR controller, the LR multipliers act through offsets along the
+        # run's direction, not through the step size (`horizon`); without the controller nothing is compared,
+        # so the spread stays a step-size fan-out.
+        self.lrs = LearningRates(
+            optimizer, self.registry, self.recorder.record.lr_per_step,
+            step_spread=not (self.horizon.enabled and config.auto_lr),
+        )  # fmt: skip
+        self.window = ScoreWindow()
+        self.outer = OuterStep(config.outer_lr, config.outer_momentum)
         self.step = 0
         self.steps_in_interval = 0  # since the last regular converge; identical on every rank
         # Since the last converge of any kind: 0 means the replicas are identical (see `force_converge`).
@@ -330,7 +332,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                 self.fitness.observe(signal, gathered.scored)
         self.registry.redraw()
         self.apply_values()
-        if self.horizon.enabled:
+        if self.horizon.enabled and self.config.auto_lr:
             # Each replica starts the next interval at the average + (m_r - 1) x the run's recent direction
             # (`horizon`); after exploration every multiplier is 1 and the offsets vanish.
             self.horizon.update_(self.replica.param_data())
