@@ -39,6 +39,8 @@ CONVERGE_WEIGHTS = ("uniform", "fitness")
 # A sync_interval given as a fraction of the run never resolves below this many steps: the controller compares
 # replicas on their loss over the interval, and fewer batches make that comparison noise.
 MIN_FRACTION_SYNC_INTERVAL = 10
+# The comparison horizon of the default (None) in plain shared mode, as a fraction of the run (reading 12).
+DEFAULT_COMPARISON_HORIZON = 0.1
 
 
 @dataclass
@@ -73,16 +75,19 @@ class HDETConfig:
             "saves communication at a quality cost."
         },
     )
-    comparison_horizon: float = field(
-        default=0.0,
+    comparison_horizon: float | None = field(
+        default=None,
         metadata={
-            "help": "Experimental, shared mode: how far back the replicas' comparison reaches. 0 (default): one "
-            "interval, each replica steps at m_r x the base LR (at start + m_r x the interval's update). > 0: "
-            "every rank steps at the base LR and keeps a discounted sum Z of the ensemble's updates (decay "
+            "help": "With --hdet_auto_lr in shared mode: how far back the replicas' comparison reaches. 0: one "
+            "interval, each replica steps at m_r x the base LR, so it is compared at start + m_r x the "
+            "interval's update (a line search over T steps, which favours small LRs more the longer the run). "
+            "> 0: every rank steps at the base LR and keeps a discounted sum Z of the ensemble's updates (decay "
             "exp(-T / H)); each replica starts its interval at the average + (1 - decay) x (m_r - 1) x Z, so the "
             "controller compares LRs along the run's direction over about H steps while still deciding every T "
-            "(hdet_hf/horizon.py). An integer number of steps >= 1 or a fraction of the run in (0, 1). Keeps two "
-            "extra copies of the parameters per process."
+            "(hdet_hf/horizon.py). An integer number of steps >= 1 or a fraction of the run in (0, 1). None (the "
+            "default): 0.1 of the run in plain shared mode (whole replicas, plain averaging), where it was "
+            "measured (BENCHMARKS.md, \"The controller\", reading 12), and 0 elsewhere. Keeps two extra copies "
+            "of the trainable parameters per process while the controller runs."
         },
     )
     gradient_sync: str = field(
@@ -494,21 +499,26 @@ class HDETConfig:
                 "averaging or e.g. 0.9 (DiLoCo)."
             )
         horizon = self.comparison_horizon
-        if not (
+        if horizon is not None and not (
             isinstance(horizon, (int, float)) and not isinstance(horizon, bool) and math.isfinite(horizon)
             and horizon >= 0 and (horizon < 1 or horizon == int(horizon))
         ):
             raise ValueError(
                 f"{_flag('comparison_horizon')} must be 0 (one interval), a fraction of the run in (0, 1) or an "
-                f"integer number of steps >= 1, but got {horizon!r}. Use e.g. 0.1."
+                f"integer number of steps >= 1, but got {horizon!r}. Use e.g. 0.1, or leave it unset."
             )
-        if horizon > 0:
+        if horizon is not None and horizon > 0:
             conflicts = [
                 f"{_flag('gradient_sync')} local" if self.gradient_sync == "local" else "",
                 f"{_flag('hsdp_shard_size')} {self.hsdp_shard_size}" if self.hsdp_shard_size > 0 else "",
                 f"{_flag('outer_lr')}/{_flag('outer_momentum')}" if (self.outer_lr, self.outer_momentum) != (1.0, 0.0) else "",
             ]
             conflicts = [c for c in conflicts if c]
+            if not self.auto_lr:
+                raise ValueError(
+                    f"{_flag('comparison_horizon')} {horizon} changes how the LR controller compares replicas, but "
+                    f"{_flag('auto_lr')} is off. Add {_flag('auto_lr')}, or leave {_flag('comparison_horizon')} unset."
+                )
             if conflicts:
                 raise ValueError(
                     f"{_flag('comparison_horizon')} is only supported in plain shared mode (whole replicas, plain "
@@ -562,9 +572,23 @@ class HDETConfig:
         all see the T that ran."""
         return replace(self, sync_interval=self.resolve_sync_interval(total_steps))
 
+    @property
+    def effective_comparison_horizon(self) -> float:
+        """``comparison_horizon`` with None resolved: `DEFAULT_COMPARISON_HORIZON` with the LR controller in plain
+        shared mode (whole replicas, plain averaging), else 0."""
+        if self.comparison_horizon is not None:
+            return self.comparison_horizon
+        plain_shared = (
+            self.auto_lr
+            and self.gradient_sync == "shared"
+            and self.hsdp_shard_size == 0
+            and (self.outer_lr, self.outer_momentum) == (1.0, 0.0)
+        )
+        return DEFAULT_COMPARISON_HORIZON if plain_shared else 0.0
+
     def resolve_comparison_horizon(self, total_steps: int) -> float:
         """The comparison horizon H in optimizer steps (0: off) for a run of ``total_steps``."""
-        horizon = self.comparison_horizon
+        horizon = self.effective_comparison_horizon
         return float(horizon) if horizon >= 1 or horizon == 0 else horizon * total_steps
 
     def resolve_warmup_steps(self, total_steps: int, name: str = "auto_lr_warmup_steps") -> int:

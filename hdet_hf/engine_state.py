@@ -40,6 +40,8 @@ __all__ = [
 STATE_VERSION = 2
 # Settings a resume may change: they decide how the average is computed (memory), not what it is.
 RESUMABLE_CHANGES = ("bucket_size_mb",)
+# Settings added after checkpoints were first written, with the behaviour such a checkpoint ran with.
+LEGACY_VALUES = {"comparison_horizon": 0.0}
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
 PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
 
@@ -167,6 +169,12 @@ def check_resumed_settings(
     saved = state.get("config")
     if isinstance(saved, dict):
         current = config.to_dict()
+        # A checkpoint written before a setting existed ran with its LEGACY_VALUES value.
+        saved = {**{k: v for k, v in LEGACY_VALUES.items() if k not in saved}, **saved}
+        # None means "the default for this mode"; the mode itself must match, so resolve both with this config.
+        for values in (saved, current):
+            if "comparison_horizon" in values and values["comparison_horizon"] is None:
+                values["comparison_horizon"] = config.effective_comparison_horizon
         changed = [
             key
             for key in current

@@ -134,7 +134,11 @@ class OneCycleAutoLR(OneCycleLR):
     (``HDETConfig.explore_until``, default 0.5): where exploration ends, a fraction of the run in (0, 1] or
     an integer step >= 1. After it the controller stops and the spread is 0, so the rest of the run is
     plain data-parallel training on the OneCycle schedule as corrected so far; 1.0 explores to the last
-    step, as the reference does.
+    step, as the reference does. ``comparison_horizon`` (default 0, the reference's one-interval comparison):
+    with auto-LR and a model wrapped in DDP (gradients all-reduced every step, `shared` mode), e.g. 0.1
+    compares replicas along the run's direction over 10 % of the run, as ``HDETConfig``'s default does in
+    shared mode (``--hdet_comparison_horizon``). This scheduler cannot see whether gradients are shared, so it
+    is off unless asked for.
 
     Example:
         >>> import torch
@@ -178,6 +182,7 @@ class OneCycleAutoLR(OneCycleLR):
         seed: int = 0,
         probe_fn: Callable[[], float] | None = None,
         explore_until: float = HDETConfig.explore_until,
+        comparison_horizon: float = 0.0,
     ) -> None:
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
@@ -252,6 +257,7 @@ class OneCycleAutoLR(OneCycleLR):
             controller_update=controller_update,
             seed=seed,
             explore_until=explore_until,
+            comparison_horizon=comparison_horizon,
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
             controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )

@@ -59,13 +59,50 @@ def test_state_round_trip():
 
 
 def test_config_resolves_and_refuses():
-    assert HDETConfig(comparison_horizon=0.1).resolve_comparison_horizon(1000) == pytest.approx(100.0)
-    assert HDETConfig(comparison_horizon=40).resolve_comparison_horizon(1000) == 40.0
+    auto = {"auto_lr": True}
+    assert HDETConfig(comparison_horizon=0.1, **auto).resolve_comparison_horizon(1000) == pytest.approx(100.0)
+    assert HDETConfig(comparison_horizon=40, **auto).resolve_comparison_horizon(1000) == 40.0
+    assert HDETConfig(comparison_horizon=0, **auto).resolve_comparison_horizon(1000) == 0.0
+    # The default (None): 10 % of the run with the LR controller in plain shared mode, else off.
+    assert HDETConfig(**auto).resolve_comparison_horizon(1000) == pytest.approx(100.0)
     assert HDETConfig().resolve_comparison_horizon(1000) == 0.0
+    assert HDETConfig(gradient_sync="local", **auto).effective_comparison_horizon == 0.0
+    assert HDETConfig(outer_lr=0.7, **auto).effective_comparison_horizon == 0.0
+    assert HDETConfig(hsdp_shard_size=2, **auto).effective_comparison_horizon == 0.0
     for bad in (-0.1, 2.5, math.nan, math.inf):
         with pytest.raises(ValueError, match="--hdet_comparison_horizon"):
-            HDETConfig(comparison_horizon=bad)
+            HDETConfig(comparison_horizon=bad, **auto)
     with pytest.raises(ValueError, match="--hdet_gradient_sync local"):
-        HDETConfig(comparison_horizon=0.1, gradient_sync="local")
+        HDETConfig(comparison_horizon=0.1, gradient_sync="local", **auto)
     with pytest.raises(ValueError, match="--hdet_outer_lr"):
-        HDETConfig(comparison_horizon=0.1, outer_lr=0.7)
+        HDETConfig(comparison_horizon=0.1, outer_lr=0.7, **auto)
+    with pytest.raises(ValueError, match="--hdet_auto_lr is off"):
+        HDETConfig(comparison_horizon=0.1)
+
+
+def test_a_checkpoint_from_before_the_horizon_resumes_only_with_one_interval_comparisons():
+    """A state whose config has no comparison_horizon ran with one-interval comparisons (0): resuming it into
+    a run whose default resolves to 0.1 would change the controller mid-run, so it is refused by name."""
+    import torch.nn
+
+    from hdet_hf.engine import HDETEngine
+
+    def engine(**config) -> HDETEngine:
+        model = torch.nn.Linear(2, 1)
+        return HDETEngine(
+            HDETConfig(sync_interval=2, lr_spread=0.25, auto_lr=True, **config), model,
+            torch.optim.SGD(model.parameters(), lr=0.1), 4,
+        )  # fmt: skip
+
+    with pytest.warns(UserWarning, match="single process"):
+        old = engine(comparison_horizon=0).state_dict()
+    del old["config"]["comparison_horizon"]
+    with pytest.warns(UserWarning, match="single process"):
+        fresh = engine()
+    with pytest.raises(ValueError, match=r"saved with --hdet_comparison_horizon 0.0, but this run has --hdet_comparison_horizon 0.1"):
+        fresh.load_state_dict(old)
+    with pytest.warns(UserWarning, match="single process"):
+        engine(comparison_horizon=0).load_state_dict(old)
+    # A state saved with the default resumes with the default.
+    with pytest.warns(UserWarning, match="single process"):
+        engine().load_state_dict(engine().state_dict())

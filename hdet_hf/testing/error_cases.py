@@ -362,8 +362,12 @@ CASES: list[ErrorCase] = [
         "--hdet_comparison_horizon", "2.5", match=r"--hdet_comparison_horizon must be 0 \(one interval\).*got 2.5"
     ),
     _flags(
-        "--hdet_comparison_horizon", "0.1", "--hdet_gradient_sync", "local",
+        "--hdet_comparison_horizon", "0.1", "--hdet_auto_lr", "--hdet_gradient_sync", "local",
         match=r"--hdet_comparison_horizon is only supported in plain shared mode.*--hdet_gradient_sync local",
+    ),  # fmt: skip
+    _flags(
+        "--hdet_comparison_horizon", "0.1",
+        match=r"--hdet_comparison_horizon 0.1 changes how the LR controller compares.*--hdet_auto_lr is off",
     ),  # fmt: skip
     _flags(
         "--hdet_controller_momentum", "1.0", match=r"--hdet_controller_momentum must be in \[0, 1\).*got 1.0"

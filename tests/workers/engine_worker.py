@@ -226,6 +226,7 @@ def scenario_fitness(rank: int, world: int) -> dict:
     config = HDETConfig(
         sync_interval=1, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, explore_until=1.0,
         controller_signal="train_loss", converge_weights="fitness",
+        comparison_horizon=0,  # the weighted mean itself, without offsets after it
     )
     engine = HDETEngine(config, model, opt, total_steps=4)
     engine.apply_lr([1e-3])
