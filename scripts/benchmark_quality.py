@@ -385,6 +385,18 @@ def plan_hdet(
             gradient_sync="shared",
             **{**tuned, "auto_lr": False, "sync_interval": 0.03},
         )
+    # The same map for the comparison horizon (hdet_hf/horizon.py): the controller runs with lambda 0, so the
+    # replicas are offset along the run's direction and compared, but the LR stays where it started.
+    for start in ("low", "third", "best", "high"):
+        add(
+            f"shared_signalhz_{start}",
+            "controller",
+            start,
+            "signalhz",
+            "comparison horizon 10 % of the run, T 3 %, controller with lambda 0, to the last step",
+            gradient_sync="shared",
+            **{**tuned, "auto_lr": True, "controller_lr": 0.0, "sync_interval": 0.03, "comparison_horizon": 0.1},
+        )
     # Risk 1: replicas see different data, so train losses are a noisy comparison -> probe signal.
     if "controller_signal" in supported:
         for mode in ("local", "shared"):
