@@ -87,7 +87,7 @@ class HDETConfig:
             "(hdet_hf/horizon.py). An integer number of steps >= 1 or a fraction of the run in (0, 1). None (the "
             "default): 0.1 of the run in plain shared mode (whole replicas, plain averaging), where it was "
             "measured (BENCHMARKS.md, \"The controller\", reading 12), and 0 elsewhere. Keeps two extra copies "
-            "of the trainable parameters per process while the controller runs."
+            "of the trainable parameters per process until exploration ends."
         },
     )
     gradient_sync: str = field(

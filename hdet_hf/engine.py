@@ -333,12 +333,15 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         self.registry.redraw()
         self.apply_values()
         if self.horizon.enabled and self.config.auto_lr:
-            # Each replica starts the next interval at the average + (m_r - 1) x the run's recent direction
-            # (`horizon`); after exploration every multiplier is 1 and the offsets vanish.
-            self.horizon.update_(self.replica.param_data())
-            if self.controller_active() and self.step < self.total_steps:
-                amount = self.horizon.offset_scale * (self.multiplier(step=self.step + 1) - 1.0)
-                self.horizon.offset_(self.replica.param_data(), amount)
+            if self.step < self.explore_until_step:
+                # Each replica starts the next interval at the average + (1 - decay)(m_r - 1) x the run's
+                # recent direction (`horizon`).
+                self.horizon.update_(self.replica.param_data())
+                if self.controller_active() and self.step < self.total_steps:
+                    amount = self.horizon.offset_scale * (self.multiplier(step=self.step + 1) - 1.0)
+                    self.horizon.offset_(self.replica.param_data(), amount)
+            else:
+                self.horizon.release()  # exploration is over: the two parameter copies are not needed again
         self.window.reset_loss()
         self.window.diverged = False
         self.steps_in_interval = 0

@@ -19,7 +19,7 @@ much: BENCHMARKS.md, reading 12). The offsets average to zero (the multipliers' 
 average is still the ensemble's.
 
 All ranks compute the same anchor and ``Z`` from the same average: no communication. Costs two copies of
-the trainable parameters per process. Forced converges (before saving or evaluating) leave the offsets
+the trainable parameters per process while exploring (freed when exploration ends). Forced converges (before saving or evaluating) leave the offsets
 out for the rest of that interval, so a saved or evaluated model is the plain average.
 """
 
@@ -80,6 +80,11 @@ class HorizonOffsets:
             return
         for param, direction in zip(params, self.directions):
             param.add_(direction, alpha=amount)
+
+    def release(self) -> None:
+        """Free the anchor and ``Z`` (after exploration); a later `update_` would start afresh."""
+        self.anchors = self.directions = None
+        self.offsets_in_place = False
 
     def state_dict(self) -> dict[str, Any]:
         return {"horizon_anchors": self.anchors, "horizon_directions": self.directions}

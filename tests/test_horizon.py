@@ -48,6 +48,15 @@ def test_offsets_average_to_zero_over_symmetric_multipliers():
     assert torch.equal(torch.stack(replicas).mean(0), torch.tensor([1.0, -2.0, 0.5]))
 
 
+def test_release_frees_the_copies():
+    offsets = HorizonOffsets(0.5)
+    offsets.update_([torch.ones(2)])
+    offsets.offset_([torch.ones(2)], 0.1)
+    offsets.release()
+    assert offsets.anchors is None and offsets.directions is None and not offsets.offsets_in_place
+    assert offsets.state_dict() == {"horizon_anchors": None, "horizon_directions": None}
+
+
 def test_state_round_trip():
     offsets = HorizonOffsets(0.5)
     offsets.update_([torch.ones(2)])
