@@ -568,9 +568,13 @@ class HDETConfig:
 
     def for_run(self, total_steps: int) -> HDETConfig:
         """This configuration with every run-length-dependent setting that the engine reads as a count
-        resolved for ``total_steps`` (today ``sync_interval``), so the engine, its checkpoints and the run record
-        all see the T that ran."""
-        return replace(self, sync_interval=self.resolve_sync_interval(total_steps))
+        resolved for ``total_steps`` (``sync_interval``; ``comparison_horizon``'s default resolved by mode), so
+        the engine, its checkpoints and the run record all see the values that ran."""
+        return replace(
+            self,
+            sync_interval=self.resolve_sync_interval(total_steps),
+            comparison_horizon=self.effective_comparison_horizon,  # None says which by mode: record the value
+        )
 
     @property
     def effective_comparison_horizon(self) -> float:
