@@ -138,6 +138,9 @@ CONTROLLER_IDEAS = (
     # (Rows *_h0.1_* in benchmarks/controller and controller_1000_best0.03 are the first version, recorded at
     # commit a969475: step-size fan-out kept, offsets (m_r - 1) x Z.)
     ("both_T3pct_until0.5_hz0.1", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1}),
+    # With a signal that points the right way, a faster controller (lambda 3; before the horizon lambda 3
+    # amplified the bias, reading 3).
+    ("both_T3pct_until0.5_hz0.1_fast", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 %, lambda 3", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "controller_lr": 3.0}),
     ("avgprobe_T3pct_until0.5_hz0.1", "averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1}),
     # Score the end-of-run loss, not the current one: each replica after a 4-step LR cool-down on copies.
     # First version: from each replica's own LR, on one rank's batch (8 blocks).
