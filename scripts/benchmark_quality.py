@@ -238,6 +238,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num_key_value_heads", type=int, default=2)
     p.add_argument("--eval_blocks", type=int, default=0, help="Validation blocks to evaluate on (0 = all).")
     p.add_argument(
+        "--probe_holdout",
+        type=int,
+        default=0,
+        help="HDET runs only: hold the last N train examples out of training and give them to the Trainer as its "
+        "eval_dataset, so the controller's probe scores held-out data, as it does for a user who passes an eval "
+        "set (never evaluated on: the final eval uses the validation split). DDP runs still train on every "
+        "example, so HDET trains on N fewer. 0 (default): no eval_dataset, the probe comes from train examples.",
+    )
+    p.add_argument(
         "--schedule",
         default="one_cycle",
         choices=("one_cycle", "wsd"),
@@ -698,12 +707,18 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             trainer_cls = transformers.Trainer if wsd else OneCycleTrainer
         training_args = HDETTrainingArguments(**targs)
         recorder = LRRecorder()
-        # No eval_dataset in the Trainer: --hdet_controller_signal probe would draw its probe batch from it
-        # and the controller would tune on the very blocks we score. The probe comes from train blocks.
+        # No validation data in the Trainer: the probe would draw its batch from it and the controller would
+        # tune on the very blocks we score. The probe comes from train blocks, or (--probe_holdout) from train
+        # blocks that HDET runs do not train on.
+        run_train, probe_ds = train_ds, None
+        if hdet is not None and args.probe_holdout:
+            keep = len(train_ds) - args.probe_holdout
+            run_train, probe_ds = train_ds.select(range(keep)), train_ds.select(range(keep, len(train_ds)))
         trainer = trainer_cls(
             model=model,
             args=training_args,
-            train_dataset=train_ds,
+            train_dataset=run_train,
+            eval_dataset=probe_ds,
             callbacks=[recorder],
             compute_metrics=compute_metrics,
         )
@@ -742,6 +757,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             "schedule": args.schedule if spec.setting == "main" else "one_cycle",
             "wsd_decay_steps": int(round(args.wsd_decay_ratio * steps)),
             "adam_beta2": args.adam_beta2,
+            "probe_holdout": args.probe_holdout if hdet is not None else 0,
             "weight_decay": args.weight_decay,
             "train_s": round(train_s, 1),
             "wall_s": round(wall, 1),
