@@ -115,9 +115,9 @@ class HDETSchedule:
         lr_per_step: ``lr_per_step[i][g]`` is the base LR of group ``g`` applied at optimizer step
             ``i + 1``, before the per-rank multiplier.
         trajectory: one dict per converge, in order (``step``, ``base``, ``multipliers``, ``losses``,
-            ``weights``, ``delta``, ``velocity``, ``excluded_ranks``). With a comparison horizon (``comparison_horizon`` > 0 in the
-            run's ``hdet_config``, see ``--hdet_comparison_horizon``) an LR multiplier ``m`` sets the rank's
-            offset along the run's direction, not its step size.
+            ``weights``, ``delta``, ``velocity``, ``excluded_ranks``). With a comparison horizon
+            (``config["comparison_horizon"]`` > 0, see ``--hdet_comparison_horizon``) an LR multiplier ``m``
+            sets the rank's offset along the run's direction, not its step size.
         summary: ``{name: {"start", "final", "min", "max"}}`` over the base values, as recorded by
             the engine. When empty, :meth:`to_dict` and the model card use :meth:`compute_summary`.
         values_per_step: optional per-step base values of hyperparameters other than the LR.
