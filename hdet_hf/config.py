@@ -85,7 +85,7 @@ class HDETConfig:
             "exp(-T / H)); each replica starts its interval at the average + (1 - decay) x (m_r - 1) x Z, so the "
             "controller compares LRs along the run's direction over about H steps while still deciding every T "
             "(hdet_hf/horizon.py). An integer number of steps >= 1 or a fraction of the run in (0, 1). None (the "
-            "default): 0.1 of the run in plain shared mode (whole replicas, plain averaging), where it was "
+            "default): 0.1 of the run in plain shared mode (whole replicas, plain averaging, one LR), where it was "
             "measured (BENCHMARKS.md, \"The controller\", reading 12), and 0 elsewhere. Keeps two extra copies "
             "of the trainable parameters per process until exploration ends."
         },
@@ -512,6 +512,8 @@ class HDETConfig:
                 f"{_flag('gradient_sync')} local" if self.gradient_sync == "local" else "",
                 f"{_flag('hsdp_shard_size')} {self.hsdp_shard_size}" if self.hsdp_shard_size > 0 else "",
                 f"{_flag('outer_lr')}/{_flag('outer_momentum')}" if (self.outer_lr, self.outer_momentum) != (1.0, 0.0) else "",
+                # One offset per replica follows one LR's multipliers: per-group LRs would get no signal.
+                f"{_flag('lr_groups')}" if self.lr_groups else "",
             ]
             conflicts = [c for c in conflicts if c]
             if not self.auto_lr:
@@ -522,9 +524,9 @@ class HDETConfig:
             if conflicts:
                 raise ValueError(
                     f"{_flag('comparison_horizon')} is only supported in plain shared mode (whole replicas, plain "
-                    f"averaging), not with {', '.join(conflicts)}: in local mode and in HSDP groups the replicas "
-                    f"follow their own gradients, and the outer step keeps its own anchor. Use "
-                    f"{_flag('comparison_horizon')} 0 there."
+                    f"averaging, one LR), not with {', '.join(conflicts)}: in local mode and in HSDP groups the "
+                    "replicas follow their own gradients, the outer step keeps its own anchor, and one offset per "
+                    f"replica cannot carry several LRs' multipliers. Use {_flag('comparison_horizon')} 0 there."
                 )
         if not (math.isfinite(self.bucket_size_mb) and self.bucket_size_mb > 0):
             raise ValueError(
@@ -579,11 +581,12 @@ class HDETConfig:
     @property
     def effective_comparison_horizon(self) -> float:
         """``comparison_horizon`` with None resolved: `DEFAULT_COMPARISON_HORIZON` with the LR controller in plain
-        shared mode (whole replicas, plain averaging), else 0."""
+        shared mode (whole replicas, plain averaging, one LR), else 0."""
         if self.comparison_horizon is not None:
             return self.comparison_horizon
         plain_shared = (
             self.auto_lr
+            and not self.lr_groups
             and self.gradient_sync == "shared"
             and self.hsdp_shard_size == 0
             and (self.outer_lr, self.outer_momentum) == (1.0, 0.0)

@@ -115,13 +115,11 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         self.horizon = HorizonOffsets(
             horizon_decay(config.sync_interval, config.resolve_comparison_horizon(total_steps))
         )
-        # With a comparison horizon and the LR controller, the LR multipliers act through offsets along the
-        # run's direction, not through the step size (`horizon`); without the controller nothing is compared,
-        # so the spread stays a step-size fan-out.
+        # With a comparison horizon (only ever set with the LR controller: `HDETConfig` checks it) the LR
+        # multipliers act through offsets along the run's direction, not through the step size (`horizon`).
         self.lrs = LearningRates(
-            optimizer, self.registry, self.recorder.record.lr_per_step,
-            step_spread=not (self.horizon.enabled and config.auto_lr),
-        )  # fmt: skip
+            optimizer, self.registry, self.recorder.record.lr_per_step, step_spread=not self.horizon.enabled
+        )
         self.window = ScoreWindow()
         self.outer = OuterStep(config.outer_lr, config.outer_momentum)
         self.step = 0
@@ -332,7 +330,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                 self.fitness.observe(signal, gathered.scored)
         self.registry.redraw()
         self.apply_values()
-        if self.horizon.enabled and self.config.auto_lr:
+        if self.horizon.enabled:
             if self.step < self.explore_until_step:
                 # Each replica starts the next interval at the average + (1 - decay)(m_r - 1) x the run's
                 # recent direction (`horizon`).

@@ -78,6 +78,7 @@ def test_config_resolves_and_refuses():
     assert HDETConfig(gradient_sync="local", **auto).effective_comparison_horizon == 0.0
     assert HDETConfig(outer_lr=0.7, **auto).effective_comparison_horizon == 0.0
     assert HDETConfig(hsdp_shard_size=2, **auto).effective_comparison_horizon == 0.0
+    assert HDETConfig(lr_groups=True, **auto).effective_comparison_horizon == 0.0
     for bad in (-0.1, 2.5, math.nan, math.inf):
         with pytest.raises(ValueError, match="--hdet_comparison_horizon"):
             HDETConfig(comparison_horizon=bad, **auto)
@@ -85,6 +86,8 @@ def test_config_resolves_and_refuses():
         HDETConfig(comparison_horizon=0.1, gradient_sync="local", **auto)
     with pytest.raises(ValueError, match="--hdet_outer_lr"):
         HDETConfig(comparison_horizon=0.1, outer_lr=0.7, **auto)
+    with pytest.raises(ValueError, match="not with --hdet_lr_groups"):
+        HDETConfig(comparison_horizon=0.1, lr_groups=True, **auto)
     with pytest.raises(ValueError, match="--hdet_auto_lr is off"):
         HDETConfig(comparison_horizon=0.1)
 
