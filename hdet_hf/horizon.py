@@ -19,8 +19,9 @@ much: BENCHMARKS.md, reading 12). The offsets average to zero (the multipliers' 
 average is still the ensemble's.
 
 All ranks compute the same anchor and ``Z`` from the same average: no communication. Costs two copies of
-the trainable parameters per process while exploring (freed when exploration ends). Forced converges (before saving or evaluating) leave the offsets
-out for the rest of that interval, so a saved or evaluated model is the plain average.
+the trainable parameters per process while exploring (freed when exploration ends). Forced converges
+(before saving or evaluating) leave the offsets out for the rest of that interval, so a saved or evaluated
+model is the plain average.
 """
 
 from __future__ import annotations
