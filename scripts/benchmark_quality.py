@@ -143,6 +143,12 @@ CONTROLLER_IDEAS = (
     ("both_T3pct_until0.5_hz0.1_fast", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 %, lambda 3", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "controller_lr": 3.0}),
     # The horizon's signal says "larger" while the loss falls fast (warm-up): the controller from the peak.
     ("both_T3pct_until0.5_hz0.1_frompeak", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 %, controller from the peak (30 %)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "auto_lr_warmup_steps": 0.3}),
+    # Session 8: the horizon's length, and exploring longer (the late "smaller" bias that made 0.5 the default
+    # was the one-interval signal's; the horizon's signal map is flat late at the best LR).
+    ("both_T3pct_until0.5_hz0.05", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 5 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.05}),
+    ("both_T3pct_until0.5_hz0.2", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 20 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.2}),
+    ("both_T3pct_until0.7_hz0.1", "train_and_averaged_probe, T 3 %, explore_until 0.7, comparison horizon 10 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.7, "comparison_horizon": 0.1}),
+    ("both_T3pct_until1_hz0.1", "train_and_averaged_probe, T 3 %, explore to the end, comparison horizon 10 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 1.0, "comparison_horizon": 0.1}),
     ("avgprobe_T3pct_until0.5_hz0.1", "averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1}),
     # Score the end-of-run loss, not the current one: each replica after a 4-step LR cool-down on copies.
     # First version: from each replica's own LR, on one rank's batch (8 blocks).
