@@ -90,6 +90,19 @@ class HDETConfig:
             "of the trainable parameters per process until exploration ends."
         },
     )
+    comparison_horizon_start: float = field(
+        default=0.3,
+        metadata={
+            "help": "With a comparison horizon (> 0): where it takes over, an integer step >= 1 or a fraction of "
+            "the run in [0, 1); 0 uses it from the first converge. Before it the replicas are compared over one "
+            "interval (the step-size fan-out of --hdet_comparison_horizon 0), from the first regular converge at "
+            "or after it over the horizon. Each comparison is used where its bias is small: while the loss falls "
+            "fast the horizon asks for a larger LR at every LR, also 3x above the best, and one-interval "
+            "comparisons are accurate; once the loss nears its noise floor one-interval comparisons ask for a "
+            "smaller LR at every LR and the horizon's are accurate (BENCHMARKS.md, \"The controller\", reading "
+            "13). The default 0.3 is where OneCycle peaks. Ignored without a comparison horizon."
+        },
+    )
     gradient_sync: str = field(
         default="shared",
         metadata={
@@ -438,7 +451,7 @@ class HDETConfig:
                 f"{_flag('explore_until')} must be a fraction of the run in (0, 1] or an integer step >= 1, but "
                 f"got {until!r}. Use e.g. 0.8, or 1 to explore to the end."
             )
-        for name in ("auto_lr_warmup_steps", "sync_warmup_steps"):
+        for name in ("auto_lr_warmup_steps", "sync_warmup_steps", "comparison_horizon_start"):
             warmup = getattr(self, name)
             if not (isinstance(warmup, (int, float)) and math.isfinite(warmup) and warmup >= 0) or (
                 warmup >= 1 and warmup != int(warmup)
@@ -599,7 +612,8 @@ class HDETConfig:
         return float(horizon) if horizon >= 1 or horizon == 0 else horizon * total_steps
 
     def resolve_warmup_steps(self, total_steps: int, name: str = "auto_lr_warmup_steps") -> int:
-        """A warm-up (``auto_lr_warmup_steps`` or ``sync_warmup_steps``) in optimizer steps for ``total_steps``."""
+        """A warm-up (``auto_lr_warmup_steps``, ``sync_warmup_steps`` or ``comparison_horizon_start``) in optimizer
+        steps for ``total_steps``."""
         warmup = getattr(self, name)
         return int(warmup) if warmup >= 1 else int(round(warmup * total_steps))
 

@@ -115,11 +115,11 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         self.horizon = HorizonOffsets(
             horizon_decay(config.sync_interval, config.resolve_comparison_horizon(total_steps))
         )
-        # With a comparison horizon (only ever set with the LR controller: `HDETConfig` checks it) the LR
-        # multipliers act through offsets along the run's direction, not through the step size (`horizon`).
-        self.lrs = LearningRates(
-            optimizer, self.registry, self.recorder.record.lr_per_step, step_spread=not self.horizon.enabled
-        )
+        # With a comparison horizon (only ever set with the LR controller: `HDETConfig` checks it), from the
+        # first regular converge at or after this step the LR multipliers act through offsets along the run's
+        # direction, not through the step size (`horizon`).
+        self.horizon_start_step = config.resolve_warmup_steps(total_steps, "comparison_horizon_start")
+        self.lrs = LearningRates(optimizer, self.registry, self.recorder.record.lr_per_step)
         self.window = ScoreWindow()
         self.outer = OuterStep(config.outer_lr, config.outer_momentum)
         self.step = 0
@@ -137,12 +137,20 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         check_settings_agree(self.config, self.total_steps, self.group)
 
     # ------------------------------------------------------------------------------------- learning rates
+    def compares_over_horizon(self) -> bool:
+        """Whether this interval compares replicas by offsets along the run's direction (`horizon`) rather than
+        by step size: decided by the step of its regular converge, so a resume mid-interval decides alike."""
+        interval_start = self.step - self.steps_in_interval
+        return self.horizon.enabled and interval_start >= self.horizon_start_step
+
     def lr_values(self, schedule_lrs: list[float]) -> list[float]:
         """This rank's LR per param group for the next step, and record the base LRs (for metadata/replay)."""
+        self.lrs.step_spread = not self.compares_over_horizon()
         return self.lrs.values(schedule_lrs, self.step + 1, self.rank)
 
     def apply_lr(self, schedule_lrs: list[float] | None = None) -> list[float]:
         """Set every param group's LR for the next step; with no argument, re-apply the last schedule values."""
+        self.lrs.step_spread = not self.compares_over_horizon()
         return self.lrs.apply(schedule_lrs, self.step + 1, self.rank)
 
     # ------------------------------------------------------------------------------------------- per step
@@ -335,7 +343,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                 # Each replica starts the next interval at the average + (1 - decay)(m_r - 1) x the run's
                 # recent direction (`horizon`).
                 self.horizon.update_(self.replica.param_data())
-                if self.controller_active() and self.step < self.total_steps:
+                if self.controller_active() and self.step < self.total_steps and self.step >= self.horizon_start_step:
                     amount = self.horizon.offset_scale * (self.multiplier(step=self.step + 1) - 1.0)
                     self.horizon.offset_(self.replica.param_data(), amount)
             else:

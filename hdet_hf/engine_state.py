@@ -41,7 +41,8 @@ STATE_VERSION = 2
 # Settings a resume may change: they decide how the average is computed (memory), not what it is.
 RESUMABLE_CHANGES = ("bucket_size_mb",)
 # Settings added after checkpoints were first written, with the behaviour such a checkpoint ran with.
-LEGACY_VALUES = {"comparison_horizon": 0.0}
+# (A horizon checkpoint from before comparison_horizon_start existed used the horizon from the first converge.)
+LEGACY_VALUES = {"comparison_horizon": 0.0, "comparison_horizon_start": 0.0}
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
 PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
 
@@ -175,6 +176,8 @@ def check_resumed_settings(
         for values in (saved, current):
             if "comparison_horizon" in values and values["comparison_horizon"] is None:
                 values["comparison_horizon"] = config.effective_comparison_horizon
+            if values.get("comparison_horizon") == 0:
+                values.pop("comparison_horizon_start", None)  # ignored without a horizon
         changed = [
             key
             for key in current

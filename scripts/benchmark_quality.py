@@ -137,19 +137,22 @@ CONTROLLER_IDEAS = (
     # and replica r is offset by (1 - decay)(m_r - 1) x the run's discounted direction over 10 % of the run.
     # (Rows *_h0.1_* in benchmarks/controller and controller_1000_best0.03 are the first version, recorded at
     # commit a969475: step-size fan-out kept, offsets (m_r - 1) x Z.)
-    ("both_T3pct_until0.5_hz0.1", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1}),
+    ("both_T3pct_until0.5_hz0.1", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.0}),
     # With a signal that points the right way, a faster controller (lambda 3; before the horizon lambda 3
     # amplified the bias, reading 3).
-    ("both_T3pct_until0.5_hz0.1_fast", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 %, lambda 3", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "controller_lr": 3.0}),
+    ("both_T3pct_until0.5_hz0.1_fast", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 %, lambda 3", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.0, "controller_lr": 3.0}),
     # The horizon's signal says "larger" while the loss falls fast (warm-up): the controller from the peak.
-    ("both_T3pct_until0.5_hz0.1_frompeak", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 %, controller from the peak (30 %)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "auto_lr_warmup_steps": 0.3}),
+    ("both_T3pct_until0.5_hz0.1_frompeak", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 %, controller from the peak (30 %)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.0, "auto_lr_warmup_steps": 0.3}),
     # Session 8: the horizon's length, and exploring longer (the late "smaller" bias that made 0.5 the default
     # was the one-interval signal's; the horizon's signal map is flat late at the best LR).
     ("both_T3pct_until0.5_hz0.05", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 5 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.05}),
-    ("both_T3pct_until0.5_hz0.2", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 20 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.2}),
-    ("both_T3pct_until0.7_hz0.1", "train_and_averaged_probe, T 3 %, explore_until 0.7, comparison horizon 10 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.7, "comparison_horizon": 0.1}),
-    ("both_T3pct_until1_hz0.1", "train_and_averaged_probe, T 3 %, explore to the end, comparison horizon 10 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 1.0, "comparison_horizon": 0.1}),
-    ("avgprobe_T3pct_until0.5_hz0.1", "averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1}),
+    ("both_T3pct_until0.5_hz0.2", "train_and_averaged_probe, T 3 %, explore_until 0.5, comparison horizon 20 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.2, "comparison_horizon_start": 0.0}),
+    ("both_T3pct_until0.7_hz0.1", "train_and_averaged_probe, T 3 %, explore_until 0.7, comparison horizon 10 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.7, "comparison_horizon": 0.1, "comparison_horizon_start": 0.0}),
+    ("both_T3pct_until1_hz0.1", "train_and_averaged_probe, T 3 %, explore to the end, comparison horizon 10 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 1.0, "comparison_horizon": 0.1, "comparison_horizon_start": 0.0}),
+    # Session 8: one-interval comparisons (the step-size fan-out) until 30 % of the run, the horizon after: each
+    # comparison where its signal map shows it accurate (reading 13). The default since session 8.
+    ("both_T3pct_until0.5_hz0.1_switch0.3", "train_and_averaged_probe, T 3 %, explore_until 0.5, step-size fan-out until 30 %, comparison horizon 10 % after", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3}),
+    ("avgprobe_T3pct_until0.5_hz0.1", "averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.0}),
     # Score the end-of-run loss, not the current one: each replica after a 4-step LR cool-down on copies.
     # First version: from each replica's own LR, on one rank's batch (8 blocks).
     ("cool_own_b8", "cooldown_probe from the replica's LR, batches of 8", {"controller_signal": "cooldown_probe", "cooldown_lr": "replica", "cooldown_batch_size": 8}),
@@ -415,7 +418,7 @@ def plan_hdet(
             "signalhz",
             "comparison horizon 10 % of the run, T 3 %, controller with lambda 0, to the last step",
             gradient_sync="shared",
-            **{**tuned, "auto_lr": True, "controller_lr": 0.0, "sync_interval": 0.03, "comparison_horizon": 0.1},
+            **{**tuned, "auto_lr": True, "controller_lr": 0.0, "sync_interval": 0.03, "comparison_horizon": 0.1, "comparison_horizon_start": 0.0},
         )
     # Risk 1: replicas see different data, so train losses are a noisy comparison -> probe signal.
     if "controller_signal" in supported:

@@ -169,8 +169,10 @@ def test_fitness_weighted_converge_pulls_the_average_toward_better_replicas(tmp_
 
 
 def test_comparison_horizon_offsets_replicas_along_the_discounted_direction(tmp_path):
-    """After each regular converge rank r is at anchor + (1 - decay) (m_r - 1) x Z, Z = decay x Z + (average -
-    anchor) is the same on every rank, the offsets average out, and every rank steps at the base LR; a
+    """Before ``comparison_horizon_start`` (step 4) rank r steps at m_r x the base LR and a converge leaves
+    the plain average; from the regular converge at step 4 on, rank r is at anchor + (1 - decay) (m_r - 1) x
+    Z after each regular converge, Z = decay x Z + (average - anchor) is the same on every rank (and was
+    accumulated from the first converge), the offsets average out, and every rank steps at the base LR; a
     forced converge leaves the plain average."""
     gloo_only()
     torchrun("engine_worker.py", 3, ["horizon", str(tmp_path)])
@@ -196,8 +198,8 @@ def test_comparison_horizon_offsets_replicas_along_the_discounted_direction(tmp_
                 for a, b in zip(r[i][key], first[key]):
                     assert torch.equal(a, b)
         for r in records:
-            # No next interval after the last step: the run ends on the plain average.
-            m = r[i]["next_multiplier"] if first["step"] < 8 else 1.0
+            # No offsets before the horizon's start, nor after the last step (the run ends on the plain average).
+            m = r[i]["next_multiplier"] if 4 <= first["step"] < 8 else 1.0
             offset_seen |= m != 1.0
             for p, anchor, z in zip(r[i]["params"], first["anchors"], first["directions"]):
                 assert torch.equal(p, anchor.clone().add_(z, alpha=(1.0 - decay) * (m - 1.0)))
@@ -209,8 +211,13 @@ def test_comparison_horizon_offsets_replicas_along_the_discounted_direction(tmp_
                 assert torch.allclose(first["directions"][j], expected, atol=1e-6)
         previous = first
     assert offset_seen
-    # No step-size fan-out: every rank runs the base LR (which the controller moves), the multipliers act as offsets.
-    assert all(r["lrs"] == ranks[0]["lrs"] for r in ranks) and ranks[0]["lrs"][0] == 0.1
+    # Steps 1-4: the step-size fan-out (rank r runs m_r x the base LR). From step 5 no fan-out: every rank runs
+    # the base LR (which the controller moves) and the multipliers act as offsets.
+    for r in ranks:
+        for step, (lr, base, m) in enumerate(r["lrs"], start=1):
+            assert lr == pytest.approx(base * m if step <= 4 else base, rel=1e-12), (step, lr, base, m)
+    assert len({r["lrs"][0][0] for r in ranks}) == 3 and ranks[0]["lrs"][0][1] == 0.1
+    assert all([x[0] for x in r["lrs"][4:]] == [x[0] for x in ranks[0]["lrs"][4:]] for r in ranks)
     for r in records:  # the run ends on the plain average, identical everywhere
         for p, q in zip(r[-1]["params"], records[0][-1]["params"]):
             assert torch.equal(p, q)

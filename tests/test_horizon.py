@@ -90,6 +90,13 @@ def test_config_resolves_and_refuses():
         HDETConfig(comparison_horizon=0.1, lr_groups=True, **auto)
     with pytest.raises(ValueError, match="--hdet_auto_lr is off"):
         HDETConfig(comparison_horizon=0.1)
+    # Where the horizon takes over from the step-size fan-out: a fraction of the run or a step, default 0.3.
+    assert HDETConfig(**auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 300
+    assert HDETConfig(comparison_horizon_start=0, **auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 0
+    assert HDETConfig(comparison_horizon_start=40, **auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 40
+    for bad in (-0.1, 1.5, math.nan, math.inf):
+        with pytest.raises(ValueError, match="--hdet_comparison_horizon_start must be an integer"):
+            HDETConfig(comparison_horizon_start=bad, **auto)
 
 
 def test_a_checkpoint_from_before_the_horizon_resumes_only_with_one_interval_comparisons():
@@ -108,7 +115,7 @@ def test_a_checkpoint_from_before_the_horizon_resumes_only_with_one_interval_com
 
     with pytest.warns(UserWarning, match="single process"):
         old = engine(comparison_horizon=0).state_dict()
-    del old["config"]["comparison_horizon"]
+    del old["config"]["comparison_horizon"], old["config"]["comparison_horizon_start"]
     with pytest.warns(UserWarning, match="single process"):
         fresh = engine()
     with pytest.raises(ValueError, match=r"saved with --hdet_comparison_horizon 0.0, but this run has --hdet_comparison_horizon 0.1"):
@@ -118,3 +125,29 @@ def test_a_checkpoint_from_before_the_horizon_resumes_only_with_one_interval_com
     # A state saved with the default resumes with the default.
     with pytest.warns(UserWarning, match="single process"):
         engine().load_state_dict(engine().state_dict())
+
+
+def test_a_horizon_checkpoint_from_before_its_start_existed_resumes_only_with_start_0():
+    """Session 7's horizon ran from the first converge: its checkpoints (no comparison_horizon_start key) resume
+    with --hdet_comparison_horizon_start 0, and the default (0.3) is refused by name."""
+    import torch.nn
+
+    from hdet_hf.engine import HDETEngine
+
+    def engine(**config) -> HDETEngine:
+        model = torch.nn.Linear(2, 1)
+        return HDETEngine(
+            HDETConfig(sync_interval=2, lr_spread=0.25, auto_lr=True, **config), model,
+            torch.optim.SGD(model.parameters(), lr=0.1), 4,
+        )  # fmt: skip
+
+    with pytest.warns(UserWarning, match="single process"):
+        old = engine(comparison_horizon_start=0).state_dict()
+    assert old["config"]["comparison_horizon"] == 0.1
+    del old["config"]["comparison_horizon_start"]
+    with pytest.warns(UserWarning, match="single process"):
+        fresh = engine()
+    with pytest.raises(ValueError, match=r"--hdet_comparison_horizon_start 0.0, but this run has --hdet_comparison_horizon_start 0.3"):
+        fresh.load_state_dict(old)
+    with pytest.warns(UserWarning, match="single process"):
+        engine(comparison_horizon_start=0).load_state_dict(old)

@@ -370,6 +370,10 @@ CASES: list[ErrorCase] = [
         match=r"--hdet_comparison_horizon 0.1 changes how the LR controller compares.*--hdet_auto_lr is off",
     ),  # fmt: skip
     _flags(
+        "--hdet_comparison_horizon_start", "1.5",
+        match=r"--hdet_comparison_horizon_start must be an integer number of steps >= 1 or a fraction.*got 1.5",
+    ),  # fmt: skip
+    _flags(
         "--hdet_controller_momentum", "1.0", match=r"--hdet_controller_momentum must be in \[0, 1\).*got 1.0"
     ),
     _flags(

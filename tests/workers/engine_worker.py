@@ -243,22 +243,23 @@ def scenario_fitness(rank: int, world: int) -> dict:
 
 
 def scenario_horizon(rank: int, world: int) -> dict:
-    """--hdet_comparison_horizon: a linear model, SGD, T 2, H 4 steps, 8 steps, a forced converge at step 5.
-    Records, after every converge, this rank's parameters, the engine's anchor and direction, and its next
+    """--hdet_comparison_horizon: a linear model, SGD, T 2, H 4 steps from step 4 (the step-size fan-out
+    before), 8 steps, forced converges at steps 4 and 5. Records, after every converge, this rank's
+    parameters, the engine's anchor and direction, and its next multiplier; per step its LR, base LR and
     multiplier."""
     torch.manual_seed(0)
     model = nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     config = HDETConfig(
         sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, explore_until=1.0,
-        controller_signal="train_loss", comparison_horizon=4,
+        controller_signal="train_loss", comparison_horizon=4, comparison_horizon_start=4,
     )  # fmt: skip
     engine = HDETEngine(config, model, opt, total_steps=8)
     g = torch.Generator().manual_seed(rank)
     engine.apply_lr([0.1])
     records, lrs = [], []
     for step in range(1, 9):
-        lrs.append(opt.param_groups[0]["lr"])
+        lrs.append((opt.param_groups[0]["lr"], engine.lrs.rows[-1][0], engine.multiplier()))
         x = torch.randn(8, 4, generator=g)
         loss = (model(x) - x.sum(1, keepdim=True)).pow(2).mean()
         loss.backward()
