@@ -91,16 +91,16 @@ class HDETConfig:
         },
     )
     comparison_horizon_start: float = field(
-        default=0.3,
+        default=0.0,
         metadata={
             "help": "With a comparison horizon (> 0): where it takes over, an integer step >= 1 or a fraction of "
-            "the run in [0, 1); 0 uses it from the first converge. Before it the replicas are compared over one "
-            "interval (the step-size fan-out of --hdet_comparison_horizon 0), from the first regular converge at "
-            "or after it over the horizon. Each comparison is used where its bias is small: while the loss falls "
-            "fast the horizon asks for a larger LR at every LR, also 3x above the best, and one-interval "
-            "comparisons are accurate; once the loss nears its noise floor one-interval comparisons ask for a "
-            "smaller LR at every LR and the horizon's are accurate (BENCHMARKS.md, \"The controller\", reading "
-            "13). The default 0.3 is where OneCycle peaks. Ignored without a comparison horizon."
+            "the run in [0, 1). Before it the replicas are compared over one interval (the step-size fan-out of "
+            "--hdet_comparison_horizon 0); from the first regular converge at or after it over the horizon. 0 "
+            "(the default): the horizon from the first converge. 0.3 (OneCycle's peak) fixed the horizon's worst "
+            "case on the 1,000-step task, a start 3x above the best LR (1.060x the best sweep point on 3 seeds "
+            "instead of 1.146x; DDP at that LR 1.162x), but cost 1-2 %% at the best LR on every task and 4 points "
+            "from 3x above on the 300-step task, where one-interval comparisons still ask for a larger LR at "
+            "30 %% of the run (BENCHMARKS.md, \"The controller\", reading 13). Ignored without a horizon."
         },
     )
     gradient_sync: str = field(

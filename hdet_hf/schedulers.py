@@ -138,7 +138,8 @@ class OneCycleAutoLR(OneCycleLR):
     with auto-LR and a model wrapped in DDP (gradients all-reduced every step, `shared` mode), e.g. 0.1
     compares replicas along the run's direction over 10 % of the run, as ``HDETConfig``'s default does in
     shared mode (``--hdet_comparison_horizon``). This scheduler cannot see whether gradients are shared, so it
-    is off unless asked for.
+    is off unless asked for. ``comparison_horizon_start`` (``--hdet_comparison_horizon_start``, default 0):
+    where the horizon takes over from one-interval comparisons.
 
     Example:
         >>> import torch
@@ -183,6 +184,7 @@ class OneCycleAutoLR(OneCycleLR):
         probe_fn: Callable[[], float] | None = None,
         explore_until: float = HDETConfig.explore_until,
         comparison_horizon: float = 0.0,
+        comparison_horizon_start: float = HDETConfig.comparison_horizon_start,
     ) -> None:
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
@@ -258,6 +260,7 @@ class OneCycleAutoLR(OneCycleLR):
             seed=seed,
             explore_until=explore_until,
             comparison_horizon=comparison_horizon,
+            comparison_horizon_start=comparison_horizon_start,
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
             controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )

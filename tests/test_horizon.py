@@ -90,9 +90,9 @@ def test_config_resolves_and_refuses():
         HDETConfig(comparison_horizon=0.1, lr_groups=True, **auto)
     with pytest.raises(ValueError, match="--hdet_auto_lr is off"):
         HDETConfig(comparison_horizon=0.1)
-    # Where the horizon takes over from the step-size fan-out: a fraction of the run or a step, default 0.3.
-    assert HDETConfig(**auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 300
-    assert HDETConfig(comparison_horizon_start=0, **auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 0
+    # Where the horizon takes over from the step-size fan-out: a fraction of the run or a step, default 0.
+    assert HDETConfig(**auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 0
+    assert HDETConfig(comparison_horizon_start=0.3, **auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 300
     assert HDETConfig(comparison_horizon_start=40, **auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 40
     for bad in (-0.1, 1.5, math.nan, math.inf):
         with pytest.raises(ValueError, match="--hdet_comparison_horizon_start must be an integer"):
@@ -127,9 +127,9 @@ def test_a_checkpoint_from_before_the_horizon_resumes_only_with_one_interval_com
         engine().load_state_dict(engine().state_dict())
 
 
-def test_a_horizon_checkpoint_from_before_its_start_existed_resumes_only_with_start_0():
+def test_a_horizon_checkpoint_from_before_its_start_existed_resumes_with_start_0_only():
     """Session 7's horizon ran from the first converge: its checkpoints (no comparison_horizon_start key) resume
-    with --hdet_comparison_horizon_start 0, and the default (0.3) is refused by name."""
+    with the default (0), and a run that sets a later start is refused by name."""
     import torch.nn
 
     from hdet_hf.engine import HDETEngine
@@ -142,12 +142,26 @@ def test_a_horizon_checkpoint_from_before_its_start_existed_resumes_only_with_st
         )  # fmt: skip
 
     with pytest.warns(UserWarning, match="single process"):
-        old = engine(comparison_horizon_start=0).state_dict()
+        old = engine().state_dict()
     assert old["config"]["comparison_horizon"] == 0.1
     del old["config"]["comparison_horizon_start"]
     with pytest.warns(UserWarning, match="single process"):
-        fresh = engine()
+        later = engine(comparison_horizon_start=0.3)
     with pytest.raises(ValueError, match=r"--hdet_comparison_horizon_start 0.0, but this run has --hdet_comparison_horizon_start 0.3"):
-        fresh.load_state_dict(old)
+        later.load_state_dict(old)
     with pytest.warns(UserWarning, match="single process"):
-        engine(comparison_horizon_start=0).load_state_dict(old)
+        engine().load_state_dict(old)
+
+
+def test_the_drop_in_scheduler_passes_the_horizon_and_its_start_on():
+    from hdet_hf import OneCycleAutoLR
+
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.warns(UserWarning, match="single process"):
+        sched = OneCycleAutoLR(
+            opt, max_lr=0.1, total_steps=100, model=model, ensemble_lr_spread_ratio=0.25, model_sync_interval=10,
+            enable_auto_lr=True, auto_lr_warmup_steps=0.1, comparison_horizon=0.1, comparison_horizon_start=0.3,
+        )  # fmt: skip
+    assert sched.engine.horizon.enabled and sched.engine.horizon_start_step == 30
+    assert sched.engine.lrs.step_spread and not sched.engine.compares_over_horizon()
