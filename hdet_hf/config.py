@@ -41,6 +41,8 @@ CONVERGE_WEIGHTS = ("uniform", "fitness")
 MIN_FRACTION_SYNC_INTERVAL = 10
 # The comparison horizon of the default (None) in plain shared mode, as a fraction of the run (reading 12).
 DEFAULT_COMPARISON_HORIZON = 0.1
+# Before the comparison horizon takes over: the step-size fan-out alone, or alternating with the horizon.
+EARLY_COMPARISONS = ("lower_of_both", "one_interval")
 
 
 @dataclass
@@ -91,16 +93,25 @@ class HDETConfig:
         },
     )
     comparison_horizon_start: float = field(
-        default=0.0,
+        default=0.3,
         metadata={
             "help": "With a comparison horizon (> 0): where it takes over, an integer step >= 1 or a fraction of "
-            "the run in [0, 1). Before it the replicas are compared over one interval (the step-size fan-out of "
-            "--hdet_comparison_horizon 0); from the first regular converge at or after it over the horizon. 0 "
-            "(the default): the horizon from the first converge. 0.3 (OneCycle's peak) fixed the horizon's worst "
-            "case on the 1,000-step task, a start 3x above the best LR (1.060x the best sweep point on 3 seeds "
-            "instead of 1.146x; DDP at that LR 1.162x), but cost 1-2 %% at the best LR on every task and 4 points "
-            "from 3x above on the 300-step task, where one-interval comparisons still ask for a larger LR at "
-            "30 %% of the run (BENCHMARKS.md, \"The controller\", reading 13). Ignored without a horizon."
+            "the run in [0, 1); 0 uses it from the first converge. Until then replicas are compared as "
+            "--hdet_early_comparison says. Early in a run the horizon's comparison asks for a larger LR at every "
+            "LR, also 3x above the best one, while one-interval comparisons (the step-size fan-out) ask for a "
+            "smaller one on long runs and a larger one on short ones (BENCHMARKS.md, \"The controller\", "
+            "reading 13). The default 0.3 is where OneCycle peaks. Ignored without a horizon."
+        },
+    )
+    early_comparison: str = field(
+        default="lower_of_both",
+        metadata={
+            "help": "How replicas are compared before --hdet_comparison_horizon_start. 'lower_of_both' (the "
+            "default): intervals alternate between the step-size fan-out and the horizon's offsets, and the "
+            "controller moves by the lower of the two latest hypergradients, so it raises the LR only when both "
+            "comparisons ask for it and lowers it when either does. 'one_interval': the step-size fan-out only. "
+            "Measured in BENCHMARKS.md, \"The controller\", reading 13.",
+            "choices": list(EARLY_COMPARISONS),
         },
     )
     gradient_sync: str = field(
@@ -510,6 +521,11 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('outer_momentum')} must be in [0, 1), but got {self.outer_momentum!r}. Use 0 for plain "
                 "averaging or e.g. 0.9 (DiLoCo)."
+            )
+        if self.early_comparison not in EARLY_COMPARISONS:
+            raise ValueError(
+                f"{_flag('early_comparison')} must be one of {', '.join(EARLY_COMPARISONS)}, but got "
+                f"{self.early_comparison!r}."
             )
         horizon = self.comparison_horizon
         if horizon is not None and not (

@@ -107,8 +107,12 @@ def controller_step(
     settings: ControllerSettings,
     base_value: float,
     healthy: torch.Tensor | None = None,
+    delta_cap: float | None = None,
 ) -> tuple[ControllerState, dict[str, float | list[float]]]:
     """One controller update. ``base_value`` is the current base (schedule x scale) at this converge.
+
+    ``delta_cap``: the hypergradient used is ``min(delta, delta_cap)`` (the lower of two comparisons' votes,
+    see `horizon.PairedVotes`); ``info["raw_delta"]`` keeps the uncapped one.
 
     ``losses`` holds one score per rank, or several rows of scores (e.g. train loss and averaged probe):
     each row gets its own softmax weights and the update uses their mean, i.e. the mean of the rows'
@@ -121,7 +125,9 @@ def controller_step(
     m = multipliers.double()
     if settings.update == "multiplicative":
         signal = m.log()
-        delta = float((weights * signal).sum() - signal.mean())
+        delta = raw_delta = float((weights * signal).sum() - signal.mean())
+        if delta_cap is not None:
+            delta = min(delta, delta_cap)
         velocity = settings.momentum * state.velocity + (1 - settings.momentum) * delta
         # Clamp in log space: exp() of a huge step would overflow before the clamp below.
         log_scale = math.log(state.scale) + settings.lr * velocity
@@ -129,7 +135,9 @@ def controller_step(
         scale = math.exp(min(max(log_scale, -bound), bound))
     elif settings.update == "additive":
         values = base_value * m
-        delta = float((weights * values).sum() - values.mean())
+        delta = raw_delta = float((weights * values).sum() - values.mean())
+        if delta_cap is not None:
+            delta = min(delta, delta_cap)
         velocity = settings.momentum * state.velocity + (1 - settings.momentum) * delta
         new_base = base_value + settings.lr * velocity
         scale = state.scale * new_base / base_value if base_value > 0 else state.scale
@@ -141,7 +149,7 @@ def controller_step(
     # because non-finite losses were given weight 0 above.
     low, high = 1.0 / settings.max_factor, settings.max_factor
     scale = min(max(scale, low), high)
-    info = {"weights": weights.tolist(), "delta": delta, "velocity": velocity, "scale": scale}
+    info = {"weights": weights.tolist(), "delta": delta, "raw_delta": raw_delta, "velocity": velocity, "scale": scale}
     return ControllerState(scale=scale, velocity=velocity), info
 
 

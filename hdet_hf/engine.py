@@ -36,11 +36,11 @@ from .cooldown import cooldown_score
 from .engine_state import STATE_VERSION, EngineCheckpoint, check_settings_agree
 from .fitness import FitnessWeights
 from .health import HDETDivergenceError, ReplicaHealth
-from .horizon import HorizonOffsets, horizon_decay
+from .horizon import HorizonOffsets, PairedVotes, horizon_decay
 from .learning_rates import LearningRates
 from .outer import OuterStep
 from .process import rank_and_world_size
-from .registry import ExploredValues, HyperparameterRegistry
+from .registry import LR, ExploredValues, HyperparameterRegistry
 from .replica import ReplicaTensors
 from .run_record import ConvergeReport, RunRecorder, RunRecordViews, SyncReport
 from .score_window import AVERAGED_SIGNALS, COOLDOWN_SIGNALS, PROBE_ONLY_SIGNALS, ScoreWindow
@@ -119,6 +119,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         # first regular converge at or after this step the LR multipliers act through offsets along the run's
         # direction, not through the step size (`horizon`).
         self.horizon_start_step = config.resolve_warmup_steps(total_steps, "comparison_horizon_start")
+        self.paired_votes = PairedVotes()  # before that step, with early_comparison="lower_of_both"
         self.lrs = LearningRates(optimizer, self.registry, self.recorder.record.lr_per_step)
         self.window = ScoreWindow()
         self.outer = OuterStep(config.outer_lr, config.outer_momentum)
@@ -140,8 +141,25 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
     def compares_over_horizon(self) -> bool:
         """Whether this interval compares replicas by offsets along the run's direction (`horizon`) rather than
         by step size: decided by the step of its regular converge, so a resume mid-interval decides alike."""
+        return self._compares_over_horizon_from(self.step - self.steps_in_interval)
+
+    def _compares_over_horizon_from(self, interval_start: int) -> bool:
+        if not self.horizon.enabled:
+            return False
+        if interval_start >= self.horizon_start_step:
+            return True
+        # Before the start: "lower_of_both" alternates the two kinds of interval (`PairedVotes`).
+        paired = self.config.early_comparison == "lower_of_both"
+        return paired and (interval_start // self.config.sync_interval) % 2 == 1
+
+    def _paired_kind(self) -> str | None:
+        """At a regular converge: the kind of the interval that just ended while the two kinds alternate."""
         interval_start = self.step - self.steps_in_interval
-        return self.horizon.enabled and interval_start >= self.horizon_start_step
+        if not self.horizon.enabled or interval_start >= self.horizon_start_step:
+            return None
+        if self.config.early_comparison != "lower_of_both":
+            return None
+        return "horizon" if self._compares_over_horizon_from(interval_start) else "one_interval"
 
     def lr_values(self, schedule_lrs: list[float]) -> list[float]:
         """This rank's LR per param group for the next step, and record the base LRs (for metadata/replay)."""
@@ -328,9 +346,14 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
             both = self.config.controller_signal.startswith("train_and_")
             signal = torch.stack([gathered.losses, gathered.signals]) if both else gathered.signals
             active = [name for name in self.registry.names if self.controller_active(name)]
-            for name, info in self.registry.update_controllers(
-                active, gathered.multipliers, signal, gathered.scored, bases, self.settings
-            ).items():
+            kind = self._paired_kind()
+            caps = {LR: self.paired_votes.cap(kind)} if kind is not None else None
+            infos = self.registry.update_controllers(
+                active, gathered.multipliers, signal, gathered.scored, bases, self.settings, caps
+            )
+            if kind is not None and LR in infos:
+                self.paired_votes.record(kind, infos[LR]["raw_delta"])
+            for name, info in infos.items():
                 report.weights = info["weights"]  # identical for every hyperparameter
                 report.delta[name], report.velocity[name] = info["delta"], info["velocity"]
                 report.scale[name] = self.controllers[name].scale
@@ -343,7 +366,11 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                 # Each replica starts the next interval at the average + (1 - decay)(m_r - 1) x the run's
                 # recent direction (`horizon`).
                 self.horizon.update_(self.replica.param_data())
-                if self.controller_active() and self.step < self.total_steps and self.step >= self.horizon_start_step:
+                if (
+                    self.controller_active()
+                    and self.step < self.total_steps
+                    and self._compares_over_horizon_from(self.step)
+                ):
                     amount = self.horizon.offset_scale * (self.multiplier(step=self.step + 1) - 1.0)
                     self.horizon.offset_(self.replica.param_data(), amount)
             else:

@@ -42,7 +42,8 @@ STATE_VERSION = 2
 RESUMABLE_CHANGES = ("bucket_size_mb",)
 # Settings added after checkpoints were first written, with the behaviour such a checkpoint ran with.
 # (A horizon checkpoint from before comparison_horizon_start existed used the horizon from the first converge.)
-LEGACY_VALUES = {"comparison_horizon": 0.0, "comparison_horizon_start": 0.0}
+# (Between the two, comparison_horizon_start existed with one-interval comparisons before it.)
+LEGACY_VALUES = {"comparison_horizon": 0.0, "comparison_horizon_start": 0.0, "early_comparison": "one_interval"}
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
 PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
 
@@ -95,6 +96,7 @@ def state_dict(engine: HDETEngine) -> dict[str, Any]:
         **engine.outer.state_dict(),
         **engine.horizon.state_dict(),
         **engine.fitness.state_dict(),
+        **engine.paired_votes.state_dict(),
         # Checked on load: a resume must continue the same configuration (`check_resumed_settings`).
         "config": engine.config.to_dict(),
         "total_steps": engine.total_steps,
@@ -134,6 +136,7 @@ def load_state_dict(engine: HDETEngine, state: Any, *, elastic: bool, source: st
     engine.outer.load_state_dict(state, device)
     engine.horizon.load_state_dict(state, device)
     engine.fitness.load_state_dict(state)
+    engine.paired_votes.load_state_dict(state)
     engine.apply_values()
     if not resized:
         return []
@@ -178,6 +181,8 @@ def check_resumed_settings(
                 values["comparison_horizon"] = config.effective_comparison_horizon
             if values.get("comparison_horizon") == 0:
                 values.pop("comparison_horizon_start", None)  # ignored without a horizon
+            if values.get("comparison_horizon") == 0 or values.get("comparison_horizon_start", 0) == 0:
+                values.pop("early_comparison", None)  # ignored without an early phase
         changed = [
             key
             for key in current
@@ -334,6 +339,12 @@ def validate_state(state: dict[str, Any], source: str) -> None:
         value = state.get(key)
         if value is not None and not (is_number(value) and math.isfinite(value)):
             fail(key, "None or a finite number", value)
+    votes = state.get("paired_votes")
+    if votes is not None and not (
+        isinstance(votes, dict)
+        and all(v is None or (is_number(v) and math.isfinite(v)) for v in votes.values())
+    ):
+        fail("paired_votes", "None or a dict of None or finite numbers", votes)
     if not (isinstance(state["trajectory"], list) and all(isinstance(t, dict) for t in state["trajectory"])):
         fail("trajectory", "a list of dicts", state["trajectory"])
     values = state.get("values_per_step", {})

@@ -22,6 +22,12 @@ All ranks compute the same anchor and ``Z`` from the same average: no communicat
 the trainable parameters per process while exploring (freed when exploration ends). Forced converges
 (before saving or evaluating) leave the offsets out for the rest of that interval, so a saved or evaluated
 model is the plain average.
+
+Early in a run the horizon's comparison asks for a larger LR at every LR, also 3x above the best one, while
+one-interval comparisons are biased one way or the other depending on the task (BENCHMARKS.md, reading 13).
+Before ``comparison_horizon_start`` the default (``early_comparison='lower_of_both'``) alternates the two
+kinds of interval and moves by the lower of their latest hypergradients (`PairedVotes`): the LR goes up only
+when both comparisons ask for it.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["horizon_decay", "HorizonOffsets"]
+__all__ = ["horizon_decay", "HorizonOffsets", "PairedVotes"]
 
 
 def horizon_decay(sync_interval: int, horizon_steps: float) -> float:
@@ -94,3 +100,29 @@ class HorizonOffsets:
         anchors, directions = state.get("horizon_anchors"), state.get("horizon_directions")
         self.anchors = [t.to(device) for t in anchors] if anchors is not None else None
         self.directions = [t.to(device) for t in directions] if directions is not None else None
+
+
+class PairedVotes:
+    """The latest hypergradient of each kind of interval (step-size fan-out, horizon offsets) while the two
+    alternate; the controller moves by the lower of the current one and the other kind's latest."""
+
+    KINDS = ("one_interval", "horizon")
+
+    def __init__(self) -> None:
+        self.latest: dict[str, float | None] = dict.fromkeys(self.KINDS)
+
+    def cap(self, kind: str) -> float:
+        """The bound on an interval of ``kind``'s hypergradient: the other kind's latest, or 0 before it has
+        one (no raise on one comparison's word)."""
+        other = self.latest[self.KINDS[1 - self.KINDS.index(kind)]]
+        return 0.0 if other is None else other
+
+    def record(self, kind: str, raw_delta: float) -> None:
+        self.latest[kind] = float(raw_delta)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"paired_votes": dict(self.latest)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        saved = state.get("paired_votes") or {}
+        self.latest = {k: (None if saved.get(k) is None else float(saved[k])) for k in self.KINDS}

@@ -151,7 +151,10 @@ CONTROLLER_IDEAS = (
     ("both_T3pct_until1_hz0.1", "train_and_averaged_probe, T 3 %, explore to the end, comparison horizon 10 % of the run", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 1.0, "comparison_horizon": 0.1, "comparison_horizon_start": 0.0}),
     # Session 8: one-interval comparisons (the step-size fan-out) until 30 % of the run, the horizon after: each
     # comparison where its signal map shows it accurate (reading 13). The default since session 8.
-    ("both_T3pct_until0.5_hz0.1_switch0.3", "train_and_averaged_probe, T 3 %, explore_until 0.5, step-size fan-out until 30 %, comparison horizon 10 % after", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3}),
+    ("both_T3pct_until0.5_hz0.1_switch0.3", "train_and_averaged_probe, T 3 %, explore_until 0.5, step-size fan-out until 30 %, comparison horizon 10 % after", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "one_interval"}),
+    # Before 30 %: intervals alternate fan-out / offsets and the controller moves by the lower of the two latest
+    # hypergradients (first measured with benchmarks/session8_scratch_min.patch, then from the library).
+    ("both_T3pct_until0.5_hz0.1_min0.3", "train_and_averaged_probe, T 3 %, explore_until 0.5, until 30 % the lower of alternating one-interval and horizon votes, the horizon after", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both"}),
     ("avgprobe_T3pct_until0.5_hz0.1", "averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.0}),
     # Score the end-of-run loss, not the current one: each replica after a 4-step LR cool-down on copies.
     # First version: from each replica's own LR, on one rank's batch (8 blocks).

@@ -147,3 +147,15 @@ def test_two_signals_move_the_base_by_the_mean_of_their_hypergradients():
     assert both["delta"] == pytest.approx((up["delta"] + down["delta"]) / 2)
     assert both["weights"] == pytest.approx([(a + b) / 2 for a, b in zip(up["weights"], down["weights"])])
     assert math.log(state.scale) == pytest.approx(both["delta"])
+
+
+def test_delta_cap_bounds_the_hypergradient_from_above_and_keeps_the_raw_one():
+    settings = ControllerSettings(temperature=1.0, temperature_mode="adaptive", lr=1.0, momentum=0.0)
+    m = torch.tensor([0.5, 1.0, 1.5])
+    losses = torch.tensor([3.0, 2.0, 1.0])  # the high-LR rank is best: raw delta > 0
+    free, info = controller_step(ControllerState(), m, losses, settings, base_value=1.0)
+    assert info["raw_delta"] == info["delta"] > 0 and free.scale > 1.0
+    capped, info = controller_step(ControllerState(), m, losses, settings, base_value=1.0, delta_cap=-0.1)
+    assert info["delta"] == -0.1 and info["raw_delta"] > 0 and capped.scale < 1.0
+    loose, info = controller_step(ControllerState(), m, losses, settings, base_value=1.0, delta_cap=10.0)
+    assert loose.scale == free.scale and info["delta"] == info["raw_delta"]

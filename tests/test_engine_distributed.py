@@ -168,6 +168,39 @@ def test_fitness_weighted_converge_pulls_the_average_toward_better_replicas(tmp_
         assert all(torch.equal(p, r["averages"][1][i]) for r in ranks[1:])
 
 
+def test_lower_of_both_alternates_fan_out_and_offsets_and_moves_by_the_lower_vote(tmp_path):
+    """Before the horizon's start (early_comparison="lower_of_both") intervals alternate: the fan-out (rank r
+    steps at m_r x the base LR, no offsets), then the offsets (every rank at the base LR, rank r at anchor +
+    (1 - decay)(m_r - 1) Z); the controller moves by min(this interval's hypergradient, the other kind's
+    latest), and by at most 0 before the other kind has voted."""
+    gloo_only()
+    torchrun("engine_worker.py", 3, ["horizon_paired", str(tmp_path)])
+    ranks = load_ranks(tmp_path, 3)
+    decay = ranks[0]["decay"]
+    records = [r["records"] for r in ranks]
+    assert [x["step"] for x in records[0]] == [2, 4, 6, 8]
+    for r in ranks:
+        for step, (lr, base, m) in enumerate(r["lrs"], start=1):
+            fan_out = step in (1, 2, 5, 6)
+            assert lr == pytest.approx(base * m if fan_out else base, rel=1e-12), (step, lr, base, m)
+    assert len({r["lrs"][0][0] for r in ranks}) == 3 and len({r["lrs"][2][0] for r in ranks}) == 1
+    for i, first in enumerate(records[0]):
+        offsets = first["step"] in (2, 6)  # the next interval is one of offsets
+        for r in records:
+            m = r[i]["next_multiplier"] if offsets else 1.0
+            for p, anchor, z in zip(r[i]["params"], first["anchors"], first["directions"]):
+                assert torch.equal(p, anchor.clone().add_(z, alpha=(1.0 - decay) * (m - 1.0)))
+            assert r[i]["delta"] == first["delta"] and r[i]["votes"] == first["votes"]
+    kinds = ["one_interval", "horizon", "one_interval", "horizon"]
+    for i, (first, kind) in enumerate(zip(records[0], kinds)):
+        other = "horizon" if kind == "one_interval" else "one_interval"
+        raw = first["votes"][kind]
+        cap = records[0][i - 1]["votes"][other] if i else None
+        assert first["delta"] == (min(raw, 0.0) if cap is None else min(raw, cap))
+    deltas = [x["votes"][k] for x, k in zip(records[0], kinds)]
+    assert any(d != 0 for d in deltas)  # the replicas' losses differ: the votes are real
+
+
 def test_comparison_horizon_offsets_replicas_along_the_discounted_direction(tmp_path):
     """Before ``comparison_horizon_start`` (step 4) rank r steps at m_r x the base LR and a converge leaves
     the plain average; from the regular converge at step 4 on, rank r is at anchor + (1 - decay) (m_r - 1) x

@@ -90,9 +90,9 @@ def test_config_resolves_and_refuses():
         HDETConfig(comparison_horizon=0.1, lr_groups=True, **auto)
     with pytest.raises(ValueError, match="--hdet_auto_lr is off"):
         HDETConfig(comparison_horizon=0.1)
-    # Where the horizon takes over from the step-size fan-out: a fraction of the run or a step, default 0.
-    assert HDETConfig(**auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 0
-    assert HDETConfig(comparison_horizon_start=0.3, **auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 300
+    # Where the horizon takes over from the early comparison: a fraction of the run or a step, default 0.3.
+    assert HDETConfig(**auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 300
+    assert HDETConfig(comparison_horizon_start=0, **auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 0
     assert HDETConfig(comparison_horizon_start=40, **auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 40
     for bad in (-0.1, 1.5, math.nan, math.inf):
         with pytest.raises(ValueError, match="--hdet_comparison_horizon_start must be an integer"):
@@ -127,9 +127,10 @@ def test_a_checkpoint_from_before_the_horizon_resumes_only_with_one_interval_com
         engine().load_state_dict(engine().state_dict())
 
 
-def test_a_horizon_checkpoint_from_before_its_start_existed_resumes_with_start_0_only():
+def test_a_horizon_checkpoint_from_before_its_start_existed_resumes_only_with_start_0():
     """Session 7's horizon ran from the first converge: its checkpoints (no comparison_horizon_start key) resume
-    with the default (0), and a run that sets a later start is refused by name."""
+    with --hdet_comparison_horizon_start 0, and the default (0.3) is refused by name; a checkpoint of the
+    one-interval early phase (no early_comparison key) is refused under the default "lower_of_both"."""
     import torch.nn
 
     from hdet_hf.engine import HDETEngine
@@ -142,15 +143,21 @@ def test_a_horizon_checkpoint_from_before_its_start_existed_resumes_with_start_0
         )  # fmt: skip
 
     with pytest.warns(UserWarning, match="single process"):
-        old = engine().state_dict()
+        old = engine(comparison_horizon_start=0).state_dict()
     assert old["config"]["comparison_horizon"] == 0.1
-    del old["config"]["comparison_horizon_start"]
+    del old["config"]["comparison_horizon_start"], old["config"]["early_comparison"]
     with pytest.warns(UserWarning, match="single process"):
-        later = engine(comparison_horizon_start=0.3)
+        fresh = engine()
     with pytest.raises(ValueError, match=r"--hdet_comparison_horizon_start 0.0, but this run has --hdet_comparison_horizon_start 0.3"):
-        later.load_state_dict(old)
+        fresh.load_state_dict(old)
     with pytest.warns(UserWarning, match="single process"):
-        engine().load_state_dict(old)
+        engine(comparison_horizon_start=0).load_state_dict(old)  # early_comparison does not apply: accepted
+    with pytest.warns(UserWarning, match="single process"):
+        one_interval = engine(early_comparison="one_interval").state_dict()
+    del one_interval["config"]["early_comparison"]
+    with pytest.warns(UserWarning, match="single process"):
+        with pytest.raises(ValueError, match=r"--hdet_early_comparison one_interval, but this run has --hdet_early_comparison lower_of_both"):
+            engine().load_state_dict(one_interval)
 
 
 def test_the_drop_in_scheduler_passes_the_horizon_and_its_start_on():
@@ -165,3 +172,24 @@ def test_the_drop_in_scheduler_passes_the_horizon_and_its_start_on():
         )  # fmt: skip
     assert sched.engine.horizon.enabled and sched.engine.horizon_start_step == 30
     assert sched.engine.lrs.step_spread and not sched.engine.compares_over_horizon()
+
+
+def test_paired_votes_bound_each_kind_by_the_others_latest_and_round_trip():
+    from hdet_hf.horizon import PairedVotes
+
+    votes = PairedVotes()
+    assert votes.cap("one_interval") == 0.0 and votes.cap("horizon") == 0.0  # no raise on one word alone
+    votes.record("one_interval", 0.2)
+    assert votes.cap("horizon") == 0.2 and votes.cap("one_interval") == 0.0
+    votes.record("horizon", -0.1)
+    assert votes.cap("one_interval") == -0.1
+    restored = PairedVotes()
+    restored.load_state_dict(votes.state_dict())
+    assert restored.latest == {"one_interval": 0.2, "horizon": -0.1}
+    restored.load_state_dict({})  # a checkpoint from before paired votes existed
+    assert restored.latest == {"one_interval": None, "horizon": None}
+
+
+def test_early_comparison_is_checked():
+    with pytest.raises(ValueError, match="--hdet_early_comparison must be one of lower_of_both, one_interval"):
+        HDETConfig(early_comparison="both")

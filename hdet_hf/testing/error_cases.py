@@ -475,6 +475,11 @@ CASES: list[ErrorCase] = [
         gradient_sync="sometimes",
     ),
     _config(
+        'early_comparison="both"',
+        r"--hdet_early_comparison must be one of lower_of_both, one_interval, but got 'both'",
+        early_comparison="both",
+    ),
+    _config(
         'controller_update="sgd"',
         r"--hdet_controller_update must be one of multiplicative, additive",
         controller_update="sgd",

@@ -252,7 +252,7 @@ def scenario_horizon(rank: int, world: int) -> dict:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     config = HDETConfig(
         sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, explore_until=1.0,
-        controller_signal="train_loss", comparison_horizon=4, comparison_horizon_start=4,
+        controller_signal="train_loss", comparison_horizon=4, comparison_horizon_start=4, early_comparison="one_interval",
     )  # fmt: skip
     engine = HDETEngine(config, model, opt, total_steps=8)
     g = torch.Generator().manual_seed(rank)
@@ -282,6 +282,46 @@ def scenario_horizon(rank: int, world: int) -> dict:
         record(engine.end_step())
         if step in (4, 5):  # 4: right after a regular converge (offsets only); 5: mid-interval
             record(engine.force_converge())
+        engine.apply_lr([0.1])
+    return {"records": records, "decay": engine.horizon.decay, "lrs": lrs}
+
+
+def scenario_horizon_paired(rank: int, world: int) -> dict:
+    """early_comparison="lower_of_both" over the whole run (horizon start 8 of 8 steps), T 2: the intervals
+    starting at steps 0 and 4 use the step-size fan-out, those at 2 and 6 the offsets. Records, after every
+    regular converge, the parameters, anchor, direction, next multiplier, the hypergradient used and the
+    paired votes; per step the LR, base LR and multiplier."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    config = HDETConfig(
+        sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, explore_until=1.0,
+        controller_signal="train_loss", comparison_horizon=4, comparison_horizon_start=8,
+    )  # fmt: skip
+    engine = HDETEngine(config, model, opt, total_steps=8)
+    g = torch.Generator().manual_seed(rank)
+    engine.apply_lr([0.1])
+    records, lrs = [], []
+    for step in range(1, 9):
+        lrs.append((opt.param_groups[0]["lr"], engine.lrs.rows[-1][0], engine.multiplier()))
+        x = torch.randn(8, 4, generator=g)
+        loss = (model(x) - x.sum(1, keepdim=True) * (1 + rank)).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        engine.add_loss(loss)
+        report = engine.end_step()
+        if report is not None and report.regular:
+            h = engine.horizon
+            records.append({
+                "step": step,
+                "params": [p.detach().clone() for p in model.parameters()],
+                "anchors": [t.clone() for t in h.anchors] if h.anchors is not None else None,
+                "directions": [t.clone() for t in h.directions] if h.directions is not None else None,
+                "next_multiplier": engine.multiplier(),
+                "delta": report.delta["lr"],
+                "votes": dict(engine.paired_votes.latest),
+            })  # fmt: skip
         engine.apply_lr([0.1])
     return {"records": records, "decay": engine.horizon.decay, "lrs": lrs}
 
