@@ -123,7 +123,12 @@ def test_hdet_off_is_exactly_the_plain_trainer(tmp_path):
 OUTER = ["--hdet_gradient_sync", "local", "--hdet_outer_lr", "0.7", "--hdet_outer_momentum", "0.9"]
 
 
-@pytest.mark.parametrize("extra", [[], OUTER], ids=["default", "local_outer"])
+# The horizon from step 6 of 8: before it, intervals alternate fan-out and offsets and the controller moves by
+# the lower vote (its votes resume too); the save at step 3 lands inside an offsets interval.
+EARLY = ["--hdet_comparison_horizon_start", "0.75", "--hdet_early_comparison", "lower_of_both"]
+
+
+@pytest.mark.parametrize("extra", [[], OUTER, EARLY], ids=["default", "local_outer", "early_comparison"])
 def test_resume_mid_run_reproduces_the_uninterrupted_run(tmp_path, extra):
     # save_steps=3 is not on the sync grid (T=2): the save forces a converge, in both runs alike.
     flags = [
@@ -153,7 +158,10 @@ def test_resume_mid_run_reproduces_the_uninterrupted_run(tmp_path, extra):
         assert a["engine"]["trajectory"] == b["engine"]["trajectory"]
         assert a["lrs"][3:] == b["lrs"]  # the resumed run ran steps 4..8 at the same LRs
     assert any(t["controller_active"] for t in full[0]["engine"]["trajectory"])
-    if extra:
+    if extra == EARLY:  # both kinds of interval voted, and the resumed run kept the votes
+        votes = full[0]["engine"]["paired_votes"]
+        assert None not in votes.values() and votes == resumed[0]["engine"]["paired_votes"]
+    if extra == OUTER:
         # The outer step keeps the replicas bit-identical after every converge.
         for step in (2, 4, 6, 8):
             assert torch.equal(full[0]["params_after"][step], full[1]["params_after"][step])
