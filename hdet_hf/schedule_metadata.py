@@ -117,7 +117,9 @@ class HDETSchedule:
         trajectory: one dict per converge, in order (``step``, ``base``, ``multipliers``, ``losses``,
             ``weights``, ``delta``, ``velocity``, ``excluded_ranks``). With a comparison horizon
             (``config["comparison_horizon"]`` > 0, see ``--hdet_comparison_horizon``) an LR multiplier ``m``
-            sets the rank's offset along the run's direction, not its step size.
+            sets the rank's offset along the run's direction, not its step size (before
+            ``config["comparison_horizon_start"]``: its step size, or with ``early_comparison`` "lower_of_both"
+            alternately one and the other, and ``delta`` is the lower of the two latest votes).
         summary: ``{name: {"start", "final", "min", "max"}}`` over the base values, as recorded by
             the engine. When empty, :meth:`to_dict` and the model card use :meth:`compute_summary`.
         values_per_step: optional per-step base values of hyperparameters other than the LR.
