@@ -199,6 +199,7 @@ def test_lower_of_both_alternates_fan_out_and_offsets_and_moves_by_the_lower_vot
         assert first["delta"] == (min(raw, 0.0) if cap is None else min(raw, cap))
     deltas = [x["votes"][k] for x, k in zip(records[0], kinds)]
     assert any(d != 0 for d in deltas)  # the replicas' losses differ: the votes are real
+    assert any(x["delta"] < x["votes"][k] for x, k in zip(records[0], kinds))  # the cap bound at least once
 
 
 def test_comparison_horizon_offsets_replicas_along_the_discounted_direction(tmp_path):

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from hdet_hf import HDETConfig
+from hdet_hf.engine import HDETEngine
 from hdet_hf.horizon import HorizonOffsets, horizon_decay
 
 
@@ -99,20 +100,18 @@ def test_config_resolves_and_refuses():
             HDETConfig(comparison_horizon_start=bad, **auto)
 
 
+def engine(**config) -> HDETEngine:
+    """A 4-step single-process engine with auto-LR on a linear model (for state and resume checks)."""
+    model = torch.nn.Linear(2, 1)
+    return HDETEngine(
+        HDETConfig(sync_interval=2, lr_spread=0.25, auto_lr=True, **config), model,
+        torch.optim.SGD(model.parameters(), lr=0.1), 4,
+    )  # fmt: skip
+
+
 def test_a_checkpoint_from_before_the_horizon_resumes_only_with_one_interval_comparisons():
     """A state whose config has no comparison_horizon ran with one-interval comparisons (0): resuming it into
     a run whose default resolves to 0.1 would change the controller mid-run, so it is refused by name."""
-    import torch.nn
-
-    from hdet_hf.engine import HDETEngine
-
-    def engine(**config) -> HDETEngine:
-        model = torch.nn.Linear(2, 1)
-        return HDETEngine(
-            HDETConfig(sync_interval=2, lr_spread=0.25, auto_lr=True, **config), model,
-            torch.optim.SGD(model.parameters(), lr=0.1), 4,
-        )  # fmt: skip
-
     with pytest.warns(UserWarning, match="single process"):
         old = engine(comparison_horizon=0).state_dict()
     del old["config"]["comparison_horizon"], old["config"]["comparison_horizon_start"]
@@ -131,17 +130,6 @@ def test_a_horizon_checkpoint_from_before_its_start_existed_resumes_with_start_0
     """Session 7's horizon ran from the first converge: its checkpoints (no comparison_horizon_start key) resume
     with the default (0), and a later start is refused by name; a checkpoint of the one-interval early phase
     (a later start, no early_comparison key) is refused under "lower_of_both"."""
-    import torch.nn
-
-    from hdet_hf.engine import HDETEngine
-
-    def engine(**config) -> HDETEngine:
-        model = torch.nn.Linear(2, 1)
-        return HDETEngine(
-            HDETConfig(sync_interval=2, lr_spread=0.25, auto_lr=True, **config), model,
-            torch.optim.SGD(model.parameters(), lr=0.1), 4,
-        )  # fmt: skip
-
     with pytest.warns(UserWarning, match="single process"):
         old = engine().state_dict()
     assert old["config"]["comparison_horizon"] == 0.1

@@ -242,21 +242,27 @@ def scenario_fitness(rank: int, world: int) -> dict:
     return {"averages": averages, "reference": engine.state_dict()["fitness_reference"]}
 
 
+def _horizon_run(rank: int, **config) -> tuple:
+    """A linear model, SGD at 0.1, 8 steps, T 2, spread 0.5, auto-LR from the start, H 4 steps, plus ``config``;
+    returns the model, optimizer, engine (LR applied for step 1) and this rank's data generator."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    settings = HDETConfig(
+        sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, explore_until=1.0,
+        controller_signal="train_loss", comparison_horizon=4, **config,
+    )  # fmt: skip
+    engine = HDETEngine(settings, model, opt, total_steps=8)
+    engine.apply_lr([0.1])
+    return model, opt, engine, torch.Generator().manual_seed(rank)
+
+
 def scenario_horizon(rank: int, world: int) -> dict:
     """--hdet_comparison_horizon: a linear model, SGD, T 2, H 4 steps from step 4 (the step-size fan-out
     before), 8 steps, forced converges at steps 4 and 5. Records, after every converge, this rank's
     parameters, the engine's anchor and direction, and its next multiplier; per step its LR, base LR and
     multiplier."""
-    torch.manual_seed(0)
-    model = nn.Linear(4, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    config = HDETConfig(
-        sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, explore_until=1.0,
-        controller_signal="train_loss", comparison_horizon=4, comparison_horizon_start=4, early_comparison="one_interval",
-    )  # fmt: skip
-    engine = HDETEngine(config, model, opt, total_steps=8)
-    g = torch.Generator().manual_seed(rank)
-    engine.apply_lr([0.1])
+    model, opt, engine, g = _horizon_run(rank, comparison_horizon_start=4, early_comparison="one_interval")
     records, lrs = [], []
     for step in range(1, 9):
         lrs.append((opt.param_groups[0]["lr"], engine.lrs.rows[-1][0], engine.multiplier()))
@@ -291,16 +297,7 @@ def scenario_horizon_paired(rank: int, world: int) -> dict:
     starting at steps 0 and 4 use the step-size fan-out, those at 2 and 6 the offsets. Records, after every
     regular converge, the parameters, anchor, direction, next multiplier, the hypergradient used and the
     paired votes; per step the LR, base LR and multiplier."""
-    torch.manual_seed(0)
-    model = nn.Linear(4, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    config = HDETConfig(
-        sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, explore_until=1.0,
-        controller_signal="train_loss", comparison_horizon=4, comparison_horizon_start=8,
-    )  # fmt: skip
-    engine = HDETEngine(config, model, opt, total_steps=8)
-    g = torch.Generator().manual_seed(rank)
-    engine.apply_lr([0.1])
+    model, opt, engine, g = _horizon_run(rank, comparison_horizon_start=8)
     records, lrs = [], []
     for step in range(1, 9):
         lrs.append((opt.param_groups[0]["lr"], engine.lrs.rows[-1][0], engine.multiplier()))
