@@ -93,16 +93,17 @@ class HDETConfig:
         },
     )
     comparison_horizon_start: float = field(
-        default=0.0,
+        default=0.3,
         metadata={
             "help": "With a comparison horizon (> 0): where it takes over, an integer step >= 1 or a fraction of "
-            "the run in [0, 1). Until then replicas are compared as --hdet_early_comparison says. 0 (the "
-            "default): the horizon from the first converge. Early in a run the horizon's comparison asks for a "
-            "larger LR at every LR, also 3x above the best one, which on a 1,000-step task left a too-high start "
-            "worse than DDP at that LR. 0.3 (OneCycle's peak) with the default early comparison ended that start "
-            "1.064x the sweep's best on 3 seeds instead of 1.146x (DDP at that LR 1.162x), but 1.010x at the "
-            "best LR instead of 1.003x, and on a 300-step task 1.060x from 3x above instead of 1.029x (DDP "
-            "1.035x): BENCHMARKS.md, \"The controller\", reading 13. Ignored without a horizon."
+            "the run in [0, 1); until then replicas are compared as --hdet_early_comparison says. 0: the "
+            "horizon from the first converge (the default before session 8). Early in a run the horizon's "
+            "comparison asks for a larger LR at every LR, also 3x above the best one; with the default 0.3 "
+            "(OneCycle's peak) and 'lower_of_both' a start 3x too high ended better than DDP at that LR on the "
+            "1,000-step task (1.064x the sweep's best on 3 seeds, was 1.146x; DDP 1.162x), the 2,000-step task "
+            "(0.999x, was 1.004x) and the fine-tuning task (1.319x, was 1.801x; DDP 1.325x), at a cost from 10x "
+            "below (about 1 point on the language-model tasks) and on the 300-step task from 3x above (1.060x, "
+            "was 1.029x; DDP 1.035x): BENCHMARKS.md, \"The controller\", reading 13. Ignored without a horizon."
         },
     )
     early_comparison: str = field(

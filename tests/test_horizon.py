@@ -91,9 +91,9 @@ def test_config_resolves_and_refuses():
         HDETConfig(comparison_horizon=0.1, lr_groups=True, **auto)
     with pytest.raises(ValueError, match="--hdet_auto_lr is off"):
         HDETConfig(comparison_horizon=0.1)
-    # Where the horizon takes over from the early comparison: a fraction of the run or a step, default 0.
-    assert HDETConfig(**auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 0
-    assert HDETConfig(comparison_horizon_start=0.3, **auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 300
+    # Where the horizon takes over from the early comparison: a fraction of the run or a step, default 0.3.
+    assert HDETConfig(**auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 300
+    assert HDETConfig(comparison_horizon_start=0, **auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 0
     assert HDETConfig(comparison_horizon_start=40, **auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 40
     for bad in (-0.1, 1.5, math.nan, math.inf):
         with pytest.raises(ValueError, match="--hdet_comparison_horizon_start must be an integer"):
@@ -126,26 +126,26 @@ def test_a_checkpoint_from_before_the_horizon_resumes_only_with_one_interval_com
         engine().load_state_dict(engine().state_dict())
 
 
-def test_a_horizon_checkpoint_from_before_its_start_existed_resumes_with_start_0_only():
+def test_a_horizon_checkpoint_from_before_its_start_existed_resumes_only_with_start_0():
     """Session 7's horizon ran from the first converge: its checkpoints (no comparison_horizon_start key) resume
-    with the default (0), and a later start is refused by name; a checkpoint of the one-interval early phase
-    (a later start, no early_comparison key) is refused under "lower_of_both"."""
+    with --hdet_comparison_horizon_start 0, and the default (0.3) is refused by name; a checkpoint of the
+    one-interval early phase (no early_comparison key) is refused under the default "lower_of_both"."""
     with pytest.warns(UserWarning, match="single process"):
-        old = engine().state_dict()
+        old = engine(comparison_horizon_start=0).state_dict()
     assert old["config"]["comparison_horizon"] == 0.1
     del old["config"]["comparison_horizon_start"], old["config"]["early_comparison"]
     with pytest.warns(UserWarning, match="single process"):
-        later = engine(comparison_horizon_start=0.3)
+        fresh = engine()
     with pytest.raises(ValueError, match=r"--hdet_comparison_horizon_start 0.0, but this run has --hdet_comparison_horizon_start 0.3"):
-        later.load_state_dict(old)
+        fresh.load_state_dict(old)
     with pytest.warns(UserWarning, match="single process"):
-        engine().load_state_dict(old)  # early_comparison does not apply without a later start: accepted
+        engine(comparison_horizon_start=0).load_state_dict(old)  # early_comparison does not apply: accepted
     with pytest.warns(UserWarning, match="single process"):
-        one_interval = engine(comparison_horizon_start=0.3, early_comparison="one_interval").state_dict()
+        one_interval = engine(early_comparison="one_interval").state_dict()
     del one_interval["config"]["early_comparison"]
     with pytest.warns(UserWarning, match="single process"):
         with pytest.raises(ValueError, match=r"--hdet_early_comparison one_interval, but this run has --hdet_early_comparison lower_of_both"):
-            engine(comparison_horizon_start=0.3).load_state_dict(one_interval)
+            engine().load_state_dict(one_interval)
 
 
 def test_the_drop_in_scheduler_passes_the_horizon_and_its_start_on():

@@ -123,8 +123,9 @@ def test_hdet_off_is_exactly_the_plain_trainer(tmp_path):
 OUTER = ["--hdet_gradient_sync", "local", "--hdet_outer_lr", "0.7", "--hdet_outer_momentum", "0.9"]
 
 
-# The horizon from step 6 of 8: before it, intervals alternate fan-out and offsets and the controller moves by
-# the lower vote (its votes resume too); the save at step 3 lands inside an offsets interval.
+# The default's early phase ends at 30 % (step 2 of 8, before the controller acts). Here the horizon takes over
+# at step 6: before it, intervals alternate fan-out and offsets and the controller moves by the lower vote
+# (its votes resume too); the save at step 3 lands inside an offsets interval.
 EARLY = ["--hdet_comparison_horizon_start", "0.75", "--hdet_early_comparison", "lower_of_both"]
 
 
