@@ -155,9 +155,8 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
     def _paired_kind(self) -> str | None:
         """At a regular converge: the kind of the interval that just ended while the two kinds alternate."""
         interval_start = self.step - self.steps_in_interval
-        if not self.horizon.enabled or interval_start >= self.horizon_start_step:
-            return None
-        if self.config.early_comparison != "lower_of_both":
+        early = self.horizon.enabled and interval_start < self.horizon_start_step
+        if not early or self.config.early_comparison != "lower_of_both":
             return None
         return "horizon" if self._compares_over_horizon_from(interval_start) else "one_interval"
 

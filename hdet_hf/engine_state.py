@@ -41,8 +41,8 @@ STATE_VERSION = 2
 # Settings a resume may change: they decide how the average is computed (memory), not what it is.
 RESUMABLE_CHANGES = ("bucket_size_mb",)
 # Settings added after checkpoints were first written, with the behaviour such a checkpoint ran with.
-# (A horizon checkpoint from before comparison_horizon_start existed used the horizon from the first converge.)
-# (Between the two, comparison_horizon_start existed with one-interval comparisons before it.)
+# Session-7 horizon checkpoints used the horizon from the first converge; the first early phase (before
+# early_comparison existed) was the one-interval fan-out.
 LEGACY_VALUES = {"comparison_horizon": 0.0, "comparison_horizon_start": 0.0, "early_comparison": "one_interval"}
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
 PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
