@@ -138,8 +138,8 @@ class OneCycleAutoLR(OneCycleLR):
     with auto-LR and a model wrapped in DDP (gradients all-reduced every step, `shared` mode), e.g. 0.1
     compares replicas along the run's direction over 10 % of the run, as ``HDETConfig``'s default does in
     shared mode (``--hdet_comparison_horizon``). This scheduler cannot see whether gradients are shared, so it
-    is off unless asked for. ``comparison_horizon_start`` (``--hdet_comparison_horizon_start``, default 0):
-    where the horizon takes over from one-interval comparisons.
+    is off unless asked for. ``comparison_horizon_start`` (``--hdet_comparison_horizon_start``, default 0.3):
+    where the horizon takes over; before it the lower of two alternating comparisons moves the LR.
 
     Example:
         >>> import torch
