@@ -24,9 +24,27 @@ def _modules_after(statement: str) -> list[str]:
 
 
 def test_import_hdet_hf_loads_no_demo_or_test_modules():
-    loaded = _modules_after("import hdet_hf")
+    loaded = _modules_after("import hdet_hf; hdet_hf.HDETTrainer")
     assert "hdet_hf.trainer" in loaded  # the check sees the package's own imports
     assert [m for m in loaded if m.startswith(NOT_CORE)] == []
+
+
+def test_public_names_load_on_first_use_and_the_engine_alone_skips_the_trainer():
+    # `transformers.Trainer` costs ~5 s of CPU per process; the engine, config and scheduler do not need it.
+    code = "import hdet_hf, hdet_hf.engine; import sys; print('transformers.trainer' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["False"]
+    import hdet_hf
+
+    for name in hdet_hf.__all__:
+        value = getattr(hdet_hf, name)
+        assert value.__name__ == name and value.__module__.startswith("hdet_hf."), name
+    assert set(hdet_hf.__all__) <= set(dir(hdet_hf))
+    assert hdet_hf.hsdp.__name__ == "hdet_hf.hsdp"  # submodules still resolve as attributes
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        hdet_hf.not_a_name  # noqa: B018
 
 
 def test_the_launcher_loads_no_demo_or_test_modules():
