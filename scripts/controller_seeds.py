@@ -1,0 +1,138 @@
+"""One setting on several seeds, next to DDP: the issue-10 table of a task, computed from recorded results.
+
+Each folder is one seed of one task, written by `scripts/benchmark_quality.py` (``results.jsonl``). For the
+HDET rows ``<rows>_best``, ``<rows>_low`` and ``<rows>_high`` of every folder, the eval loss as a ratio to
+that folder's DDP at the best LR, the mean and standard deviation over the folders, DDP at the row's own start
+LR (the do-no-harm check), and on how many seeds HDET ended worse than that DDP run. Ratios are per seed:
+each seed's HDET run against the same seed's DDP runs, so seed-to-seed differences of the data order and the
+initialisation cancel.
+
+    python scripts/controller_seeds.py benchmarks/controller_docstrings benchmarks/controller_docstrings_seed1 \
+        benchmarks/controller_docstrings_seed2 --best_lr 0.0003 --rows shared_both_T3pct_until0.5_hz0.1_min0.3
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from hdet_hf.testing.benchmarks import read_results  # noqa: E402
+
+STARTS = ("best", "low", "high")
+
+
+def ddp_at(rows: Sequence[dict[str, Any]], lr: float) -> dict[str, Any] | None:
+    """The DDP row of a folder started at ``lr`` (relative tolerance: LRs are recorded as floats)."""
+    for row in rows:
+        if row.get("kind") == "ddp" and math.isclose(row["start_lr"], lr, rel_tol=1e-6):
+            return row
+    return None
+
+
+def seed_table(folders: Sequence[Path], best_lr: float, prefix: str) -> list[dict[str, Any]]:
+    """Per start: each folder's HDET ratio, DDP-at-start ratio and accuracy (None where a row is missing)."""
+    table = []
+    by_folder = [read_results(folder / "results.jsonl") for folder in folders]
+    for start in STARTS:
+        entry: dict[str, Any] = {"start": start, "hdet": [], "ddp": [], "accuracy": [], "start_lr": None}
+        for rows in by_folder:
+            best = ddp_at(rows, best_lr)
+            hdet = next((r for r in rows if r["name"] == f"{prefix}_{start}"), None)
+            if best is None or hdet is None:
+                entry["hdet"].append(None)
+                entry["ddp"].append(None)
+                entry["accuracy"].append(None)
+                continue
+            entry["start_lr"] = hdet["start_lr"]
+            at_start = ddp_at(rows, hdet["start_lr"])
+            entry["hdet"].append(hdet["eval_loss"] / best["eval_loss"])
+            entry["ddp"].append(at_start["eval_loss"] / best["eval_loss"] if at_start else None)
+            entry["accuracy"].append(hdet.get("eval_accuracy"))
+        table.append(entry)
+    return table
+
+
+def _mean_sd(values: Sequence[float | None]) -> str:
+    known = [v for v in values if v is not None]
+    if not known:
+        return "-"
+    if len(known) == 1:
+        return f"{known[0]:.3f}"
+    return f"{statistics.fmean(known):.3f} ({statistics.stdev(known):.3f})"
+
+
+def markdown(
+    table: Sequence[dict[str, Any]], folders: Sequence[Path], best_losses: Sequence[float | None]
+) -> str:
+    names = [f.name for f in folders]
+    head = ["start", *names, "mean (sd)", "DDP at the start LR: per seed", "mean", "worse than that DDP"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    best_cells = [f"{b:.4f}" if b is not None else "-" for b in best_losses]
+    known = [b for b in best_losses if b is not None]
+    spread = f"{statistics.fmean(known):.4f}" + (
+        f" ({statistics.stdev(known):.4f})" if len(known) > 1 else ""
+    )
+    lines.append("| DDP at the best LR (eval loss) | " + " | ".join(best_cells) + f" | {spread} | | | |")
+    for entry in table:
+        cells = [f"{v:.3f}" if v is not None else "-" for v in entry["hdet"]]
+        ddp_cells = " / ".join(f"{v:.3f}" if v is not None else "-" for v in entry["ddp"])
+        pairs = [(h, d) for h, d in zip(entry["hdet"], entry["ddp"]) if h is not None and d is not None]
+        worse = f"{sum(h > d for h, d in pairs)} of {len(pairs)}" if pairs else "-"
+        label = (
+            f"{entry['start']} ({entry['start_lr']:g})" if entry["start_lr"] is not None else entry["start"]
+        )
+        lines.append(
+            f"| {label} | " + " | ".join(cells) + f" | {_mean_sd(entry['hdet'])} | {ddp_cells} | "
+            f"{_mean_sd(entry['ddp'])} | {worse} |"
+        )
+    accuracies = [(e["start"], e["accuracy"]) for e in table if any(a is not None for a in e["accuracy"])]
+    text = "\n".join(lines) + "\n"
+    if accuracies:
+        text += (
+            "\nAccuracy: "
+            + "; ".join(
+                f"{start} " + " / ".join(f"{a:.3f}" if a is not None else "-" for a in acc)
+                for start, acc in accuracies
+            )
+            + "\n"
+        )
+    return text
+
+
+def main(argv: Sequence[str] | None = None) -> str:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("dirs", nargs="+", type=Path, help="benchmark_quality.py output folders, one per seed")
+    p.add_argument(
+        "--best_lr", type=float, required=True, help="The sweep's best LR: every ratio's denominator"
+    )
+    p.add_argument("--rows", required=True, help="The HDET rows' name without _best / _low / _high")
+    p.add_argument("--out", type=Path, default=None, help="Also write the table to this markdown file")
+    args = p.parse_args(argv)
+    for folder in args.dirs:
+        if not (folder / "results.jsonl").is_file():
+            p.error(
+                f"{folder / 'results.jsonl'} does not exist: pass folders written by scripts/benchmark_quality.py"
+            )
+    bests = [ddp_at(read_results(f / "results.jsonl"), args.best_lr) for f in args.dirs]
+    missing = [str(f) for f, b in zip(args.dirs, bests) if b is None]
+    if missing:
+        p.error(f"no DDP row at --best_lr {args.best_lr:g} in {', '.join(missing)}")
+    table = seed_table(args.dirs, args.best_lr, args.rows)
+    if all(v is None for entry in table for v in entry["hdet"]):
+        p.error(f"no rows named {args.rows}_best / _low / _high in these folders")
+    text = markdown(table, args.dirs, [b["eval_loss"] for b in bests])
+    print(text, end="")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()

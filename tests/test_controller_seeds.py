@@ -1,0 +1,72 @@
+"""scripts/controller_seeds.py: one setting on several seeds against each seed's own DDP runs."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT_DIR = Path(__file__).resolve().parent.parent / "scripts"
+sys.path.insert(0, str(SCRIPT_DIR))
+import controller_seeds  # noqa: E402
+
+PREFIX = "shared_x"
+
+
+def write_seed(folder: Path, ddp: dict[float, float], hdet: dict[str, tuple[float, float]]) -> Path:
+    """A results.jsonl with DDP rows {lr: eval loss} and HDET rows {start: (start lr, eval loss)}."""
+    folder.mkdir(parents=True)
+    rows = [
+        {"name": f"ddp_lr{lr:g}", "kind": "ddp", "start_lr": lr, "eval_loss": loss}
+        for lr, loss in ddp.items()
+    ]
+    rows += [
+        {"name": f"{PREFIX}_{start}", "kind": "hdet", "start_lr": lr, "eval_loss": loss, "eval_accuracy": 0.5}
+        for start, (lr, loss) in hdet.items()
+    ]
+    # A stale earlier record of one HDET row: the last record of a name wins, as in benchmark_quality.
+    stale = {"name": f"{PREFIX}_best", "kind": "hdet", "start_lr": 0.01, "eval_loss": 99.0}
+    (folder / "results.jsonl").write_text("\n".join(json.dumps(r) for r in [stale, *rows]) + "\n")
+    return folder
+
+
+def test_ratios_are_per_seed_with_mean_sd_and_the_do_no_harm_count(tmp_path, capsys):
+    one = write_seed(
+        tmp_path / "seed0",
+        {0.01: 4.0, 0.001: 5.0, 0.03: 4.4},
+        {"best": (0.01, 4.04), "low": (0.001, 4.2), "high": (0.03, 4.2)},
+    )
+    two = write_seed(
+        tmp_path / "seed1",
+        {0.01: 2.0, 0.001: 3.0, 0.03: 2.1},
+        {"best": (0.01, 1.98), "low": (0.001, 2.1), "high": (0.03, 2.2)},
+    )
+    table = {e["start"]: e for e in controller_seeds.seed_table([one, two], 0.01, PREFIX)}
+    assert table["best"]["hdet"] == pytest.approx([1.01, 0.99])
+    assert table["low"]["hdet"] == pytest.approx([1.05, 1.05]) and table["low"]["ddp"] == pytest.approx(
+        [1.25, 1.5]
+    )
+    assert table["high"]["ddp"] == pytest.approx([1.1, 1.05])
+    text = controller_seeds.main([str(one), str(two), "--best_lr", "0.01", "--rows", PREFIX])
+    assert capsys.readouterr().out == text
+    lines = {line.split(" |")[0].strip("| "): line for line in text.splitlines()}
+    # high: seed 0 1.050 < DDP 1.100, seed 1 1.100 > DDP 1.050 -> worse on 1 of 2; mean 1.075, sd 0.035
+    assert "| 1.050 | 1.100 | 1.075 (0.035) | 1.100 / 1.050 |" in lines["high (0.03)"]
+    assert lines["high (0.03)"].endswith("| 1 of 2 |")
+    assert lines["low (0.001)"].endswith("| 0 of 2 |")
+    assert "| 4.0000 | 2.0000 | 3.0000 (1.4142) |" in lines["DDP at the best LR (eval loss)"]
+
+
+def test_a_missing_row_shows_as_a_dash_and_bad_folders_are_refused(tmp_path, capsys):
+    one = write_seed(tmp_path / "seed0", {0.01: 4.0}, {"best": (0.01, 4.0)})
+    text = controller_seeds.main([str(one), "--best_lr", "0.01", "--rows", PREFIX])
+    assert "| low | - | - |" in text
+    with pytest.raises(SystemExit):
+        controller_seeds.main([str(one), "--best_lr", "0.02", "--rows", PREFIX])
+    assert "no DDP row at --best_lr 0.02" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        controller_seeds.main([str(one), "--best_lr", "0.01", "--rows", "no_such_rows"])
+    assert "no rows named no_such_rows_best" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        controller_seeds.main([str(tmp_path / "nowhere"), "--best_lr", "0.01", "--rows", PREFIX])
+    assert "does not exist" in capsys.readouterr().err
