@@ -118,15 +118,6 @@ class HDETConfig:
             "choices": list(EARLY_COMPARISONS),
         },
     )
-    early_fan_out_scale: float = field(
-        default=1.0,
-        metadata={
-            "help": "In the early phase (before a later --hdet_comparison_horizon_start), the step-size fan-out "
-            "runs rank r at 1 + k x (m_r - 1) times the base LR instead of m_r: k x --hdet_lr_spread. The "
-            "controller still scores the nominal multipliers m_r, so the fan-out's votes keep the horizon's "
-            "scale. In (0, 1]; 1 (the default): the full spread. Ignored without an early phase."
-        },
-    )
     gradient_sync: str = field(
         default="shared",
         metadata={
@@ -534,15 +525,6 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('outer_momentum')} must be in [0, 1), but got {self.outer_momentum!r}. Use 0 for plain "
                 "averaging or e.g. 0.9 (DiLoCo)."
-            )
-        if not (
-            isinstance(self.early_fan_out_scale, (int, float))
-            and not isinstance(self.early_fan_out_scale, bool)
-            and 0.0 < self.early_fan_out_scale <= 1.0
-        ):
-            raise ValueError(
-                f"{_flag('early_fan_out_scale')} must be a number in (0, 1], but got {self.early_fan_out_scale!r}. "
-                "Use 1 for the full --hdet_lr_spread or e.g. 0.5."
             )
         if self.early_comparison not in EARLY_COMPARISONS:
             raise ValueError(

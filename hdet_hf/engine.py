@@ -160,20 +160,14 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
             return None
         return "horizon" if self._compares_over_horizon_from(interval_start) else "one_interval"
 
-    def _set_interval_kind(self) -> None:
-        """Step-size fan-out or offsets for this interval, and the fan-out's width (early phase: k x spread)."""
-        self.lrs.step_spread = not self.compares_over_horizon()
-        early = self.horizon.enabled and self.step - self.steps_in_interval < self.horizon_start_step
-        self.lrs.fan_out_scale = self.config.early_fan_out_scale if early else 1.0
-
     def lr_values(self, schedule_lrs: list[float]) -> list[float]:
         """This rank's LR per param group for the next step, and record the base LRs (for metadata/replay)."""
-        self._set_interval_kind()
+        self.lrs.step_spread = not self.compares_over_horizon()
         return self.lrs.values(schedule_lrs, self.step + 1, self.rank)
 
     def apply_lr(self, schedule_lrs: list[float] | None = None) -> list[float]:
         """Set every param group's LR for the next step; with no argument, re-apply the last schedule values."""
-        self._set_interval_kind()
+        self.lrs.step_spread = not self.compares_over_horizon()
         return self.lrs.apply(schedule_lrs, self.step + 1, self.rank)
 
     # ------------------------------------------------------------------------------------------- per step

@@ -43,12 +43,7 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # Settings added after checkpoints were first written, with the behaviour such a checkpoint ran with.
 # Session-7 horizon checkpoints used the horizon from the first converge; the first early phase (before
 # early_comparison existed) was the one-interval fan-out.
-LEGACY_VALUES = {
-    "comparison_horizon": 0.0,
-    "comparison_horizon_start": 0.0,
-    "early_comparison": "one_interval",
-    "early_fan_out_scale": 1.0,
-}
+LEGACY_VALUES = {"comparison_horizon": 0.0, "comparison_horizon_start": 0.0, "early_comparison": "one_interval"}
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
 PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
 
@@ -188,7 +183,6 @@ def check_resumed_settings(
                 values.pop("comparison_horizon_start", None)  # ignored without a horizon
             if values.get("comparison_horizon") == 0 or values.get("comparison_horizon_start", 0) == 0:
                 values.pop("early_comparison", None)  # ignored without an early phase
-                values.pop("early_fan_out_scale", None)
         changed = [
             key
             for key in current

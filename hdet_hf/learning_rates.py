@@ -47,9 +47,6 @@ class LearningRates:
         self.rows = rows
         # False: every rank steps at the base LR; the LR multipliers act through offsets instead (`horizon`).
         self.step_spread = step_spread
-        # k of `HDETConfig.early_fan_out_scale` while the early phase's fan-out runs: rank r steps at
-        # 1 + k (m_r - 1) times the base LR (the controller still scores m_r).
-        self.fan_out_scale = 1.0
         # The last schedule values, re-applied by `apply(None)` (after a resume or a converge).
         self.schedule_lrs: list[float] | None = None
 
@@ -68,8 +65,7 @@ class LearningRates:
         self.rows.append(bases)
         if not self.step_spread:
             return bases
-        k = self.fan_out_scale
-        return [base * (1 + k * (self.registry.multipliers(h, step)[rank] - 1)) for base, h in zip(bases, group_hparam)]
+        return [base * self.registry.multipliers(h, step)[rank] for base, h in zip(bases, group_hparam)]
 
     def apply(self, schedule_lrs: Sequence[float] | None, step: int, rank: int) -> list[float]:
         """Set every param group's LR for ``step``; with None, re-apply the last schedule values."""

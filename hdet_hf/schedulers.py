@@ -140,7 +140,6 @@ class OneCycleAutoLR(OneCycleLR):
     shared mode (``--hdet_comparison_horizon``). This scheduler cannot see whether gradients are shared, so it
     is off unless asked for. ``comparison_horizon_start`` (``--hdet_comparison_horizon_start``, default 0.3):
     where the horizon takes over; before it the lower of two alternating comparisons moves the LR.
-    ``early_fan_out_scale`` (``--hdet_early_fan_out_scale``): the width of that early step-size fan-out.
 
     Example:
         >>> import torch
@@ -186,7 +185,6 @@ class OneCycleAutoLR(OneCycleLR):
         explore_until: float = HDETConfig.explore_until,
         comparison_horizon: float = 0.0,
         comparison_horizon_start: float = HDETConfig.comparison_horizon_start,
-        early_fan_out_scale: float = HDETConfig.early_fan_out_scale,
     ) -> None:
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
@@ -263,7 +261,6 @@ class OneCycleAutoLR(OneCycleLR):
             explore_until=explore_until,
             comparison_horizon=comparison_horizon,
             comparison_horizon_start=comparison_horizon_start,
-            early_fan_out_scale=early_fan_out_scale,
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
             controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )

@@ -155,9 +155,6 @@ CONTROLLER_IDEAS = (
     # Before 30 %: intervals alternate fan-out / offsets and the controller moves by the lower of the two latest
     # hypergradients (first measured with benchmarks/session8_scratch_min.patch, then from the library).
     ("both_T3pct_until0.5_hz0.1_min0.3", "train_and_averaged_probe, T 3 %, explore_until 0.5, until 30 % the lower of alternating one-interval and horizon votes, the horizon after", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both"}),
-    # Session 9: the early step-size fan-out at half the spread (its votes keep their scale); first measured with
-    # benchmarks/session9_scratch_fank.patch, then from the library.
-    ("both_T3pct_until0.5_hz0.1_min0.3_fank0.5", "train_and_averaged_probe, T 3 %, explore_until 0.5, until 30 % the lower of alternating votes with the fan-out at half the spread, the horizon after", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "early_fan_out_scale": 0.5}),
     ("avgprobe_T3pct_until0.5_hz0.1", "averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.0}),
     # Score the end-of-run loss, not the current one: each replica after a 4-step LR cool-down on copies.
     # First version: from each replica's own LR, on one rank's batch (8 blocks).

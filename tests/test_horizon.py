@@ -157,11 +157,9 @@ def test_the_drop_in_scheduler_passes_the_horizon_and_its_start_on():
         sched = OneCycleAutoLR(
             opt, max_lr=0.1, total_steps=100, model=model, ensemble_lr_spread_ratio=0.25, model_sync_interval=10,
             enable_auto_lr=True, auto_lr_warmup_steps=0.1, comparison_horizon=0.1, comparison_horizon_start=0.3,
-            early_fan_out_scale=0.5,
         )  # fmt: skip
     assert sched.engine.horizon.enabled and sched.engine.horizon_start_step == 30
     assert sched.engine.lrs.step_spread and not sched.engine.compares_over_horizon()
-    assert sched.engine.lrs.fan_out_scale == 0.5
 
 
 def test_paired_votes_bound_each_kind_by_the_others_latest_and_round_trip():
@@ -183,41 +181,3 @@ def test_paired_votes_bound_each_kind_by_the_others_latest_and_round_trip():
 def test_early_comparison_is_checked():
     with pytest.raises(ValueError, match="--hdet_early_comparison must be one of lower_of_both, one_interval"):
         HDETConfig(early_comparison="both")
-
-
-def test_early_fan_out_scale_is_checked():
-    for bad in (0, -0.5, 1.5, float("nan")):
-        with pytest.raises(ValueError, match=r"--hdet_early_fan_out_scale must be a number in \(0, 1\]"):
-            HDETConfig(early_fan_out_scale=bad)
-    for bad in (True, "0.5"):  # the type check every numeric field gets
-        with pytest.raises(ValueError, match=r"--hdet_early_fan_out_scale must be a number, but got"):
-            HDETConfig(early_fan_out_scale=bad)
-    assert HDETConfig(early_fan_out_scale=0.5).early_fan_out_scale == 0.5
-
-
-def test_the_fan_out_scale_applies_to_the_early_phase_only_and_resumes_by_name():
-    """k narrows the step-size fan-out before the horizon's start and nowhere else; a checkpoint from before the
-    setting existed ran the full fan-out (1), so it is refused under 0.5 by name, and where there is no early
-    phase (start 0) the setting does not apply and is not compared."""
-    with pytest.warns(UserWarning, match="single process"):
-        narrow = engine(early_fan_out_scale=0.5, comparison_horizon_start=2, early_comparison="one_interval")
-    narrow.apply_lr([0.1])
-    assert narrow.lrs.step_spread and narrow.lrs.fan_out_scale == 0.5
-    m = narrow.multiplier()
-    assert narrow.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * (1 + 0.5 * (m - 1)))
-    with pytest.warns(UserWarning, match="single process"):
-        no_horizon = engine(early_fan_out_scale=0.5, comparison_horizon=0)
-    no_horizon.apply_lr([0.1])
-    assert no_horizon.lrs.fan_out_scale == 1.0  # the fan-out is the run's own comparison: full width
-    with pytest.warns(UserWarning, match="single process"):
-        old = engine().state_dict()
-    del old["config"]["early_fan_out_scale"]
-    with pytest.warns(UserWarning, match="single process"):
-        engine().load_state_dict(old)
-    with pytest.warns(UserWarning, match="single process"):
-        with pytest.raises(ValueError, match=r"--hdet_early_fan_out_scale 1.0, but this run has --hdet_early_fan_out_scale 0.5"):
-            engine(early_fan_out_scale=0.5).load_state_dict(old)
-    with pytest.warns(UserWarning, match="single process"):
-        engine(early_fan_out_scale=0.5, comparison_horizon_start=0).load_state_dict(
-            engine(comparison_horizon_start=0).state_dict()
-        )

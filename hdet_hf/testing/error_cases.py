@@ -374,10 +374,6 @@ CASES: list[ErrorCase] = [
         match=r"--hdet_comparison_horizon_start must be an integer number of steps >= 1 or a fraction.*got 1.5",
     ),  # fmt: skip
     _flags(
-        "--hdet_early_fan_out_scale", "0",
-        match=r"--hdet_early_fan_out_scale must be a number in \(0, 1\], but got 0.0",
-    ),  # fmt: skip
-    _flags(
         "--hdet_controller_momentum", "1.0", match=r"--hdet_controller_momentum must be in \[0, 1\).*got 1.0"
     ),
     _flags(

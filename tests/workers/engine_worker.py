@@ -296,9 +296,8 @@ def scenario_horizon_paired(rank: int, world: int) -> dict:
     """early_comparison="lower_of_both" over the whole run (horizon start 8 of 8 steps), T 2: the intervals
     starting at steps 0 and 4 use the step-size fan-out, those at 2 and 6 the offsets. Records, after every
     regular converge, the parameters, anchor, direction, next multiplier, the hypergradient used and the
-    paired votes; per step the LR, base LR and multiplier. The fan-out runs at half the spread
-    (early_fan_out_scale 0.5); the offsets use the full one."""
-    model, opt, engine, g = _horizon_run(rank, comparison_horizon_start=8, early_fan_out_scale=0.5)
+    paired votes; per step the LR, base LR and multiplier."""
+    model, opt, engine, g = _horizon_run(rank, comparison_horizon_start=8)
     records, lrs = [], []
     for step in range(1, 9):
         lrs.append((opt.param_groups[0]["lr"], engine.lrs.rows[-1][0], engine.multiplier()))
