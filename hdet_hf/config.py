@@ -100,10 +100,11 @@ class HDETConfig:
             "horizon from the first converge (the default before session 8). Early in a run the horizon's "
             "comparison asks for a larger LR at every LR, also 3x above the best one; with the default 0.3 "
             "(OneCycle's peak) and 'lower_of_both' a start 3x too high ended better than DDP at that LR on the "
-            "1,000-step task (1.064x the sweep's best on 3 seeds, was 1.146x; DDP 1.162x), the 2,000-step task "
-            "(0.999x, was 1.004x) and the fine-tuning task (1.319x, was 1.801x; DDP 1.325x), at a cost from 10x "
-            "below (about 1 point on the language-model tasks) and on the 300-step task from 3x above (1.060x, "
-            "was 1.029x; DDP 1.035x): BENCHMARKS.md, \"The controller\", reading 13. Ignored without a horizon."
+            "1,000-step task (1.064x the sweep's best, was 1.146x; DDP 1.162x), the 2,000-step task (0.995x; "
+            "DDP 0.999x) and the fine-tuning task (1.376x; DDP 1.441x), means of 3 seeds, at a cost from 10x "
+            "below (about 1 point on the language-model tasks) and on the 300-step task from 3x above (1.056x "
+            "on 5 seeds, with 0 1.038x; DDP 1.035x): BENCHMARKS.md, \"The controller\", readings 13 and 14. "
+            "Ignored without a horizon."
         },
     )
     early_comparison: str = field(
