@@ -5,7 +5,7 @@ HDET rows ``<rows>_best``, ``<rows>_low`` and ``<rows>_high`` of every folder, t
 that folder's DDP at the best LR, the mean and standard deviation over the folders, DDP at the row's own start
 LR (the do-no-harm check), and on how many seeds HDET ended worse than that DDP run. Ratios are per seed:
 each seed's HDET run against the same seed's DDP runs, so seed-to-seed differences of the data order and the
-initialisation cancel.
+initialisation cancel. With ``--against`` another setting's rows are compared seed by seed (paired differences).
 
     python scripts/controller_seeds.py benchmarks/controller_docstrings benchmarks/controller_docstrings_seed1 \
         benchmarks/controller_docstrings_seed2 --best_lr 0.0003 --rows shared_both_T3pct_until0.5_hz0.1_min0.3
@@ -105,6 +105,47 @@ def markdown(
     return text
 
 
+def paired_table(
+    table: Sequence[dict[str, Any]], reference: Sequence[dict[str, Any]], target_points: float = 1.0
+) -> list[dict[str, Any]]:
+    """Per start: ``rows`` minus ``reference`` on the seeds that have both, in points (ratio x 100).
+
+    Also the seeds a difference of ``target_points`` needs to lie two standard errors from zero with this
+    spread, ``(2 sd / target)^2``: what a setting's comparison on these tasks can and cannot resolve.
+    """
+    out = []
+    for entry, ref in zip(table, reference):
+        diffs = [100 * (h - r) for h, r in zip(entry["hdet"], ref["hdet"]) if h is not None and r is not None]
+        sd = statistics.stdev(diffs) if len(diffs) > 1 else None
+        out.append(
+            {
+                "start": entry["start"],
+                "diffs": diffs,
+                "mean": statistics.fmean(diffs) if diffs else None,
+                "sd": sd,
+                "seeds_for_target": math.ceil((2 * sd / target_points) ** 2) if sd else None,
+            }
+        )
+    return out
+
+
+def paired_markdown(paired: Sequence[dict[str, Any]], rows: str, against: str, target_points: float) -> str:
+    lines = [
+        f"\n`{rows}` minus `{against}`, points (ratio x 100), per seed with both rows:\n",
+        f"| start | per seed | mean | sd | seeds for {target_points:g} point at 2 se |",
+        "|---|---|---|---|---|",
+    ]
+    for entry in paired:
+        if not entry["diffs"]:
+            lines.append(f"| {entry['start']} | - | - | - | - |")
+            continue
+        per_seed = " / ".join(f"{d:+.1f}" for d in entry["diffs"])
+        sd = f"{entry['sd']:.1f}" if entry["sd"] is not None else "-"
+        need = str(entry["seeds_for_target"]) if entry["seeds_for_target"] is not None else "-"
+        lines.append(f"| {entry['start']} | {per_seed} | {entry['mean']:+.1f} | {sd} | {need} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> str:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("dirs", nargs="+", type=Path, help="benchmark_quality.py output folders, one per seed")
@@ -112,6 +153,15 @@ def main(argv: Sequence[str] | None = None) -> str:
         "--best_lr", type=float, required=True, help="The sweep's best LR: every ratio's denominator"
     )
     p.add_argument("--rows", required=True, help="The HDET rows' name without _best / _low / _high")
+    p.add_argument(
+        "--against",
+        default=None,
+        help="Another setting's row prefix: also print the per-seed differences rows - against, their mean and sd, "
+        "and how many seeds a difference of --target_points would need",
+    )
+    p.add_argument(
+        "--target_points", type=float, default=1.0, help="The difference (ratio points) --against sizes seeds for"
+    )
     p.add_argument("--out", type=Path, default=None, help="Also write the table to this markdown file")
     args = p.parse_args(argv)
     for folder in args.dirs:
@@ -127,6 +177,12 @@ def main(argv: Sequence[str] | None = None) -> str:
     if all(v is None for entry in table for v in entry["hdet"]):
         p.error(f"no rows named {args.rows}_best / _low / _high in these folders")
     text = markdown(table, args.dirs, [b["eval_loss"] for b in bests])
+    if args.against:
+        reference = seed_table(args.dirs, args.best_lr, args.against)
+        if all(v is None for entry in reference for v in entry["hdet"]):
+            p.error(f"no rows named {args.against}_best / _low / _high in these folders")
+        paired = paired_table(table, reference, args.target_points)
+        text += paired_markdown(paired, args.rows, args.against, args.target_points)
     print(text, end="")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -70,3 +70,22 @@ def test_a_missing_row_shows_as_a_dash_and_bad_folders_are_refused(tmp_path, cap
     with pytest.raises(SystemExit):
         controller_seeds.main([str(tmp_path / "nowhere"), "--best_lr", "0.01", "--rows", PREFIX])
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_against_pairs_two_settings_seed_by_seed(tmp_path):
+    seeds = []
+    for i, (mine, theirs) in enumerate([(4.04, 4.00), (4.00, 4.08), (4.12, 4.04)]):
+        folder = write_seed(tmp_path / f"seed{i}", {0.01: 4.0}, {"best": (0.01, mine)})
+        rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+        rows.append({"name": "shared_y_best", "kind": "hdet", "start_lr": 0.01, "eval_loss": theirs})
+        (folder / "results.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        seeds.append(folder)
+    # Differences +1, -2, +2 points: mean 0.33, sd 2.08 -> (2 * 2.08 / 1)^2 = 17.3 -> 18 seeds.
+    text = controller_seeds.main(
+        [*map(str, seeds), "--best_lr", "0.01", "--rows", PREFIX, "--against", "shared_y"]
+    )
+    line = next(row for row in text.splitlines() if row.startswith("| best | +"))
+    assert line == "| best | +1.0 / -2.0 / +2.0 | +0.3 | 2.1 | 18 |"
+    assert "| low | - | - | - | - |" in text
+    with pytest.raises(SystemExit):
+        controller_seeds.main([*map(str, seeds), "--best_lr", "0.01", "--rows", PREFIX, "--against", "nothing"])
