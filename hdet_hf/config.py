@@ -179,6 +179,16 @@ class HDETConfig:
             "choices": list(CONTROLLER_UPDATES),
         },
     )
+    controller_raise_gain: float = field(
+        default=2.0,
+        metadata={
+            "help": "Multiplicative update only: a move that raises the base LR is this many times lambda. "
+            "From a too-low LR the climb is rate-limited (at most ~1.26x per converge at lambda 1.5, "
+            "spread 0.25, 4 replicas), so a start 10x too low stays far below the best LR past the "
+            "schedule's peak; 2 raised the LR faster there and left runs that only lowered it unchanged "
+            "(BENCHMARKS.md, reading 15). 1 moves both ways alike (the paper)."
+        },
+    )
     controller_max_factor: float = field(
         default=10.0,
         metadata={
@@ -503,6 +513,12 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('controller_momentum')} must be in [0, 1), but got {self.controller_momentum!r}: "
                 "at 1 the velocity never takes in a new measurement. Use e.g. 0.5."
+            )
+        if not (math.isfinite(self.controller_raise_gain) and self.controller_raise_gain >= 1.0):
+            raise ValueError(
+                f"{_flag('controller_raise_gain')} must be a finite number >= 1, but got "
+                f"{self.controller_raise_gain!r}: it multiplies lambda for moves that raise the base LR. Use 2 "
+                "(the default) or 1 to move both ways alike."
             )
         if not (math.isfinite(self.controller_max_factor) and self.controller_max_factor > 1.0):
             raise ValueError(

@@ -13,7 +13,7 @@ that the paper's gamma approximates; its published gamma is negative for OneCycl
 LR grow ~1.3x per converge). Two update rules:
 - ``additive`` (paper): ``base += lambda * v`` in value units, then clamped to the allowed range;
 - ``multiplicative`` (default): delta measured on ``log m_r``, ``log(scale) += lambda * v``. Scale-free and
-  always positive.
+  always positive. With ``raise_gain`` g, a move up (v > 0) is ``g * lambda * v``.
 Ranks flagged unhealthy (non-finite loss) get weight 0: their multiplier counts as the worst.
 
 Example:
@@ -52,6 +52,8 @@ class ControllerSettings:
     momentum: float = 0.9
     update: str = "multiplicative"
     max_factor: float = 10.0
+    # Moves that raise the scale take raise_gain x lr (multiplicative update only; 1 = the paper's symmetry).
+    raise_gain: float = 1.0
 
     @classmethod
     def from_config(cls, config: Any) -> ControllerSettings:
@@ -63,6 +65,7 @@ class ControllerSettings:
             momentum=config.controller_momentum,
             update=config.controller_update,
             max_factor=config.controller_max_factor,
+            raise_gain=config.controller_raise_gain,
         )
 
 
@@ -129,8 +132,11 @@ def controller_step(
         if delta_cap is not None:
             delta = min(delta, delta_cap)
         velocity = settings.momentum * state.velocity + (1 - settings.momentum) * delta
+        # A raise takes a larger step: the climb from a too-low LR is what the step size limits (one move is
+        # at most lr x the largest delta), while a cut needs few moves (BENCHMARKS.md, reading 15).
+        gain = settings.raise_gain if velocity > 0 else 1.0
         # Clamp in log space: exp() of a huge step would overflow before the clamp below.
-        log_scale = math.log(state.scale) + settings.lr * velocity
+        log_scale = math.log(state.scale) + gain * settings.lr * velocity
         bound = math.log(settings.max_factor)
         scale = math.exp(min(max(log_scale, -bound), bound))
     elif settings.update == "additive":

@@ -43,7 +43,13 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # Settings added after checkpoints were first written, with the behaviour such a checkpoint ran with.
 # Session-7 horizon checkpoints used the horizon from the first converge; the first early phase (before
 # early_comparison existed) was the one-interval fan-out.
-LEGACY_VALUES = {"comparison_horizon": 0.0, "comparison_horizon_start": 0.0, "early_comparison": "one_interval"}
+# Session-10 controller_raise_gain: earlier checkpoints moved both ways alike.
+LEGACY_VALUES = {
+    "comparison_horizon": 0.0,
+    "comparison_horizon_start": 0.0,
+    "early_comparison": "one_interval",
+    "controller_raise_gain": 1.0,
+}
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
 PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
 

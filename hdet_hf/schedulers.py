@@ -140,6 +140,8 @@ class OneCycleAutoLR(OneCycleLR):
     shared mode (``--hdet_comparison_horizon``). This scheduler cannot see whether gradients are shared, so it
     is off unless asked for. ``comparison_horizon_start`` (``--hdet_comparison_horizon_start``, default 0.3):
     where the horizon takes over; before it the lower of two alternating comparisons moves the LR.
+    ``raise_gain`` (``--hdet_controller_raise_gain``, default 2): with ``controller_update="multiplicative"``,
+    moves that raise the LR are this many times ``lr_of_lr``; the paper's additive update ignores it.
 
     Example:
         >>> import torch
@@ -185,6 +187,7 @@ class OneCycleAutoLR(OneCycleLR):
         explore_until: float = HDETConfig.explore_until,
         comparison_horizon: float = 0.0,
         comparison_horizon_start: float = HDETConfig.comparison_horizon_start,
+        raise_gain: float = HDETConfig.controller_raise_gain,
     ) -> None:
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
@@ -261,6 +264,7 @@ class OneCycleAutoLR(OneCycleLR):
             explore_until=explore_until,
             comparison_horizon=comparison_horizon,
             comparison_horizon_start=comparison_horizon_start,
+            controller_raise_gain=raise_gain,
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
             controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )

@@ -67,6 +67,7 @@ def test_defaults_are_the_settings_the_quality_benchmark_chose():
     c = parse("--hdet").hdet_config
     assert (c.gradient_sync, c.lr_spread, c.sync_interval) == ("shared", 0.25, 0.03)
     assert (c.controller_lr, c.controller_momentum, c.controller_signal) == (1.5, 0.5, "train_and_averaged_probe")
+    assert c.controller_raise_gain == 2.0  # reading 15
     assert (c.controller_update, c.controller_temperature_mode, c.sync_warmup_steps) == (
         "multiplicative",
         "adaptive",
@@ -93,6 +94,7 @@ BAD = [
     (["--hdet_controller_momentum", "1.0"], r"--hdet_controller_momentum must be in \[0, 1\)"),
     (["--hdet_controller_lr", "-0.5"], r"--hdet_controller_lr must be >= 0"),
     (["--hdet_controller_max_factor", "1.0"], r"--hdet_controller_max_factor must be a finite number > 1"),
+    (["--hdet_controller_raise_gain", "0.5"], r"--hdet_controller_raise_gain must be a finite number >= 1"),
     (["--hdet_auto_lr_warmup_steps", "2.5"], r"--hdet_auto_lr_warmup_steps must be an integer"),
     (["--hdet_auto_lr_warmup_steps", "-1"], r"--hdet_auto_lr_warmup_steps must be an integer"),
     (["--hdet_bucket_size_mb", "0"], r"--hdet_bucket_size_mb must be > 0"),

@@ -159,3 +159,29 @@ def test_delta_cap_bounds_the_hypergradient_from_above_and_keeps_the_raw_one():
     assert info["delta"] == -0.1 and info["raw_delta"] > 0 and capped.scale < 1.0
     loose, info = controller_step(ControllerState(), m, losses, settings, base_value=1.0, delta_cap=10.0)
     assert loose.scale == free.scale and info["delta"] == info["raw_delta"]
+
+
+def test_raise_gain_scales_moves_up_and_leaves_moves_down():
+    """Multiplicative update: a raise is raise_gain x lambda x v, a cut lambda x v; additive ignores the gain."""
+    up, down = torch.tensor([3.0, 2.0, 1.0, 0.0]), torch.tensor([0.0, 1.0, 2.0, 3.0])
+    plain = ControllerSettings(temperature=1.0, temperature_mode="adaptive", lr=0.5, momentum=0.0)
+    boosted = ControllerSettings(temperature=1.0, temperature_mode="adaptive", lr=0.5, momentum=0.0, raise_gain=2.0)
+    for losses, gain in ((up, 2.0), (down, 1.0)):
+        ref, ref_info = controller_step(ControllerState(), M, losses, plain, base_value=1e-3)
+        new, info = controller_step(ControllerState(), M, losses, boosted, base_value=1e-3)
+        assert info["velocity"] == ref_info["velocity"]  # the gain acts on the step, not on the measurement
+        assert math.log(new.scale) == pytest.approx(gain * math.log(ref.scale))
+    assert math.log(controller_step(ControllerState(), M, up, boosted, 1e-3)[0].scale) > 0
+    additive = ControllerSettings(temperature=1.0, lr=1e-4, momentum=0.0, update="additive", raise_gain=2.0)
+    additive_ref = ControllerSettings(temperature=1.0, lr=1e-4, momentum=0.0, update="additive")
+    assert controller_step(ControllerState(), M, up, additive, 1e-3)[0] == controller_step(
+        ControllerState(), M, up, additive_ref, 1e-3
+    )[0]
+
+
+def test_settings_from_config_carry_the_raise_gain():
+    from hdet_hf.config import HDETConfig
+
+    assert ControllerSettings.from_config(HDETConfig()).raise_gain == 2.0
+    assert ControllerSettings.from_config(HDETConfig(controller_raise_gain=1.0)).raise_gain == 1.0
+    assert ControllerSettings().raise_gain == 1.0  # the bare settings are the paper's symmetric update

@@ -211,6 +211,16 @@ def test_a_version_1_run_explored_to_the_end_so_its_resume_must_too():
     assert engine.step == 1
 
 
+def test_a_checkpoint_from_before_the_raise_gain_resumes_only_with_gain_1():
+    """Checkpoints written before --hdet_controller_raise_gain moved the LR up and down alike (gain 1): resuming
+    one under the default 2 would change the controller mid-run, so it is refused by name."""
+    state = _engine(auto_lr=True).state_dict()
+    del state["config"]["controller_raise_gain"]
+    with pytest.raises(ValueError, match=r"saved with --hdet_controller_raise_gain 1.0, but this run has --hdet_controller_raise_gain 2.0"):
+        _engine(auto_lr=True).load_state_dict(state)
+    _engine(auto_lr=True, controller_raise_gain=1.0).load_state_dict(state)
+
+
 def test_a_hyperparameter_added_on_resume_is_refused_by_name():
     saved = _engine().state_dict()
     engine = _engine()

@@ -380,6 +380,9 @@ CASES: list[ErrorCase] = [
         "--hdet_controller_momentum", "-0.1", match=r"--hdet_controller_momentum must be in \[0, 1\).*-0.1"
     ),
     _flags(
+        "--hdet_controller_raise_gain", "0.5", match=r"--hdet_controller_raise_gain must be a finite number >= 1.*got 0.5"
+    ),
+    _flags(
         "--hdet_controller_max_factor",
         "1.0",
         match=r"--hdet_controller_max_factor must be a finite number > 1",
