@@ -84,6 +84,7 @@ FIRST_DEFAULTS = {
     "controller_signal": "train_loss",
     "explore_until": RECORDED_EXPLORE_UNTIL,
     "comparison_horizon": 0.0,  # one-interval comparisons: recorded before the horizon existed
+    "controller_raise_gain": 1.0,  # recorded before raises took a larger step (session 10)
 }
 # The improved controller shown next to the paper's and the library's (chosen from pilot runs, see BENCHMARKS.md).
 TUNED_CONTROLLER = {
@@ -94,6 +95,8 @@ TUNED_CONTROLLER = {
     "controller_signal": "train_loss",
     "explore_until": RECORDED_EXPLORE_UNTIL,
     "comparison_horizon": 0.0,  # one-interval comparisons: recorded before the horizon existed
+    # Every row below was recorded moving the LR up and down alike; the _up2 row has the session-10 default.
+    "controller_raise_gain": 1.0,
 }
 # (label, note, HDETConfig fields) of the controller ideas measured for issue 10.
 CONTROLLER_IDEAS = (
@@ -155,6 +158,8 @@ CONTROLLER_IDEAS = (
     # Before 30 %: intervals alternate fan-out / offsets and the controller moves by the lower of the two latest
     # hypergradients (first measured with benchmarks/session8_scratch_min.patch, then from the library).
     ("both_T3pct_until0.5_hz0.1_min0.3", "train_and_averaged_probe, T 3 %, explore_until 0.5, until 30 % the lower of alternating one-interval and horizon votes, the horizon after", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both"}),
+    # Session 10 (reading 15; the default since): raises of the base LR take twice the controller step.
+    ("both_T3pct_until0.5_hz0.1_min0.3_up2", "the session-8 default with raises twice as large (--hdet_controller_raise_gain 2, the default since session 10)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0}),
     ("avgprobe_T3pct_until0.5_hz0.1", "averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.0}),
     # Score the end-of-run loss, not the current one: each replica after a 4-step LR cool-down on copies.
     # First version: from each replica's own LR, on one rank's batch (8 blocks).
