@@ -174,6 +174,27 @@ class HDETSchedule:
             if isinstance(entry.get("base"), Mapping) and entry["base"].get(name) is not None
         ]
 
+    def final_scale(self, name: str = "lr") -> float | None:
+        """The controller's last correction factor on ``name``'s schedule, or None if no controller moved it.
+
+        The base value after the controller is the configured schedule x this factor, so for the LR a plain
+        run (no HDET) at ``learning_rate x final_scale()`` uses the peak the controller settled on. How close
+        that is to a sweep's best LR depends on the task: 0.75-1.14x from every start on the benchmarks' 300-
+        and 600-step language models, 0.23-2.6x on the longer ones, 0.29-4.4x on the pretrained classifier
+        (BENCHMARKS.md, "The controller", reading 17).
+
+        Example:
+            >>> HDETSchedule(trajectory=[{"step": 10, "scale": {"lr": 1.5}}, {"step": 20, "scale": {"lr": 0.8}}]).final_scale()
+            0.8
+            >>> HDETSchedule(trajectory=[{"step": 10, "scale": {}}]).final_scale() is None
+            True
+        """
+        for entry in reversed(self.trajectory):
+            scale = entry.get("scale")
+            if isinstance(scale, Mapping) and _is_number(scale.get(name)) and math.isfinite(scale[name]):
+                return float(scale[name])
+        return None
+
     def compute_summary(self) -> dict[str, dict[str, float]]:
         """Start/final/min/max of each explored hyperparameter's base value (does not modify ``self``).
 
@@ -557,6 +578,13 @@ def model_card_section(
             cells = " | ".join(_fmt(stats.get(key)) for key in ("start", "final", "min", "max"))
             lines.append(f"| `{name}` | {cells} |")
         lines.append("")
+    found = schedule.final_scale("lr") if controlled else None
+    if found is not None:
+        lines += [
+            f"The controller ended at {found:.3g}x the configured learning rate: a plain run (no HDET) at the "
+            f"learning rate x {found:.3g} trains at the peak it settled on.",
+            "",
+        ]
     if plot_filename:
         lines += [f"![HDET schedule]({plot_filename})", ""]
     target = repo_id or "<this repo id or local folder>"

@@ -127,6 +127,15 @@ class HDETCallback(TrainerCallback):
         if engine is not None:
             # The trained model is the ensemble mean: give it the base values, not this rank's multiplied ones.
             engine.apply_base_values()
+            found = engine.schedule().final_scale("lr") if state.is_world_process_zero else None
+            if found is not None:
+                logger.info(
+                    "HDET: the controller ended at %.3gx --learning_rate (%.3g): a plain run at that LR trains at "
+                    "the peak it settled on (BENCHMARKS.md, 'The controller', reading 17, says how close to a "
+                    "sweep's best LR that was per task).",
+                    found,
+                    args.learning_rate * found,
+                )
             if args.should_save:
                 self.trainer.save_hdet_schedule(args.output_dir, plot=True)
                 # A card written during training (TRL writes one at every checkpoint) gets the final schedule.

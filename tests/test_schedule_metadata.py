@@ -406,3 +406,25 @@ def test_default_endpoint_is_redirected_and_restored(tmp_path) -> None:
         with pytest.raises(FileNotFoundError, match="'acme/plain-model' has no hdet_schedule.json"):
             HDETSchedule.from_pretrained("acme/plain-model")
     assert huggingface_hub.constants.ENDPOINT == before
+
+
+def test_final_scale_is_the_last_controller_scale_and_the_card_names_it() -> None:
+    schedule = make_schedule()
+    # No entry carries a controller scale and none is controller_active: nothing was found, the card says nothing.
+    assert schedule.final_scale() is None
+    assert "the configured learning rate" not in model_card_section(schedule, plot_filename=None)
+
+    for entry, scale in zip(schedule.trajectory, [1.3, 0.84, None]):
+        entry["controller_active"] = scale is not None
+        entry["scale"] = {"lr": scale} if scale is not None else {}
+    # The last converge after exploration records no scale: the last recorded one (0.84) is what the run kept.
+    assert schedule.final_scale() == 0.84
+    assert schedule.final_scale("dropout") is None
+    card = model_card_section(schedule, plot_filename=None)
+    assert "The controller ended at 0.84x the configured learning rate" in card
+    # The value survives the JSON round trip the Hub artifact goes through.
+    assert HDETSchedule.from_dict(schedule.to_dict()).final_scale() == 0.84
+
+    # A non-finite scale (a corrupted file) is skipped, not reported.
+    schedule.trajectory[1]["scale"] = {"lr": float("nan")}
+    assert schedule.final_scale() == 1.3

@@ -1,6 +1,7 @@
 """HDETTrainer in one process (cheap edge cases; the distributed behaviour is in test_trainer_distributed)."""
 
 import json
+import logging
 
 import pytest
 import torch
@@ -50,13 +51,14 @@ def test_short_one_cycle_warmup_and_summary_of_the_steps_that_ran(tmp_path, warm
 
 
 @pytest.mark.filterwarnings("ignore:HDET runs on a single process")
-def test_trainer_push_to_hub_sends_schedule_and_plot_and_replay_reproduces_it(tmp_path):
+def test_trainer_push_to_hub_sends_schedule_and_plot_and_replay_reproduces_it(tmp_path, caplog):
     """`Trainer.push_to_hub` through a fake Hub (HTTP only): JSON, PNG and the card go up; the downloaded
     schedule replays the recorded base LRs exactly on a fresh single-device optimizer."""
     from fake_hub import fake_hub
 
     from hdet_hf import HDETSchedule
 
+    caplog.set_level(logging.INFO, logger="hdet_hf.trainer")
     with fake_hub() as hub:
         out = tmp_path / "out"
         trainer = tiny_trainer(
@@ -81,6 +83,15 @@ def test_trainer_push_to_hub_sends_schedule_and_plot_and_replay_reproduces_it(tm
 
     recorded = schedule.lr_per_step
     assert len(recorded) == 12 and len(schedule.trajectory) == 3
+    # The LR the controller settled on is named in the card and in the end-of-training log.
+    found = schedule.final_scale()
+    assert found is not None and f"The controller ended at {found:.3g}x the configured learning rate" in card
+    logged = [r.getMessage() for r in caplog.records if "the controller ended at" in r.getMessage()]
+    assert logged == [
+        f"HDET: the controller ended at {found:.3g}x --learning_rate ({trainer.args.learning_rate * found:.3g}): "
+        "a plain run at that LR trains at the peak it settled on (BENCHMARKS.md, 'The controller', reading 17, "
+        "says how close to a sweep's best LR that was per task)."
+    ]
     model = torch.nn.Linear(2, 2)
     optimizer = torch.optim.AdamW([{"params": [model.weight]}, {"params": [model.bias]}], lr=1.0)
     replay = schedule.as_lr_scheduler(optimizer)
