@@ -180,8 +180,8 @@ class HDETSchedule:
         The base value after the controller is the configured schedule x this factor, so for the LR a plain
         run (no HDET) at ``learning_rate x final_scale()`` uses the peak the controller settled on. How close
         that is to a sweep's best LR depends on the task: 0.75-1.14x from every start on the benchmarks' 300-
-        and 600-step language models, 0.23-2.6x on the longer ones, 0.29-4.4x on the pretrained classifier
-        (BENCHMARKS.md, "The controller", reading 17).
+        step language model, 0.23-2.6x on the 600- to 2,000-step ones (inside their flat optima), 0.29-4.4x on
+        the pretrained classifier (BENCHMARKS.md, "The controller", reading 17).
 
         Example:
             >>> HDETSchedule(trajectory=[{"step": 10, "scale": {"lr": 1.5}}, {"step": 20, "scale": {"lr": 0.8}}]).final_scale()
