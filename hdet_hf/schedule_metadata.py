@@ -184,11 +184,15 @@ class HDETSchedule:
         the pretrained classifier (BENCHMARKS.md, "The controller", reading 17).
 
         Example:
-            >>> HDETSchedule(trajectory=[{"step": 10, "scale": {"lr": 1.5}}, {"step": 20, "scale": {"lr": 0.8}}]).final_scale()
+            >>> moved = {"step": 10, "scale": {"lr": 1.5}, "controller_active": True}
+            >>> HDETSchedule(trajectory=[moved, {"step": 20, "scale": {"lr": 0.8}}]).final_scale()
             0.8
-            >>> HDETSchedule(trajectory=[{"step": 10, "scale": {}}]).final_scale() is None
+            >>> HDETSchedule(trajectory=[{"step": 10, "scale": {"lr": 1.0}}]).final_scale() is None  # auto-LR off
             True
         """
+        # Every converge records the scale (1.0 without auto-LR); only a run whose controller acted found an LR.
+        if not any(entry.get("controller_active") for entry in self.trajectory):
+            return None
         for entry in reversed(self.trajectory):
             scale = entry.get("scale")
             if isinstance(scale, Mapping) and _is_number(scale.get(name)) and math.isfinite(scale[name]):
@@ -578,7 +582,7 @@ def model_card_section(
             cells = " | ".join(_fmt(stats.get(key)) for key in ("start", "final", "min", "max"))
             lines.append(f"| `{name}` | {cells} |")
         lines.append("")
-    found = schedule.final_scale("lr") if controlled else None
+    found = schedule.final_scale("lr")
     if found is not None:
         lines += [
             f"The controller ended at {found:.3g}x the configured learning rate: a plain run (no HDET) at the "

@@ -413,6 +413,10 @@ def test_final_scale_is_the_last_controller_scale_and_the_card_names_it() -> Non
     # No entry carries a controller scale and none is controller_active: nothing was found, the card says nothing.
     assert schedule.final_scale() is None
     assert "the configured learning rate" not in model_card_section(schedule, plot_filename=None)
+    # Every converge records a scale, 1.0 when auto-LR is off: without an active controller nothing was found.
+    for entry in schedule.trajectory:
+        entry["scale"] = {"lr": 1.0}
+    assert schedule.final_scale() is None
 
     for entry, scale in zip(schedule.trajectory, [1.3, 0.84, None]):
         entry["controller_active"] = scale is not None
