@@ -43,6 +43,7 @@ MIN_FRACTION_SYNC_INTERVAL = 10
 DEFAULT_COMPARISON_HORIZON = 0.1
 # Before the comparison horizon takes over: the step-size fan-out alone, or alternating with the horizon.
 EARLY_COMPARISONS = ("lower_of_both", "one_interval")
+SIGNAL_COMBINATIONS = ("mean", "agree")
 
 
 @dataclass
@@ -189,6 +190,17 @@ class HDETConfig:
             "runs that only lower the LR unchanged; where the controller raises the LR from every start "
             "(a pretrained classifier) it also raises more at the best LR (BENCHMARKS.md, reading 15). 1 moves "
             "both ways alike (the paper)."
+        },
+    )
+    controller_signal_combination: str = field(
+        default="mean",
+        metadata={
+            "help": "How a two-score --hdet_controller_signal (train_and_*) makes one hypergradient. 'mean': the "
+            "mean of the two. 'agree': the controller moves only when both scores ask for the same direction, "
+            "and then by the smaller of the two moves; when they disagree it holds. The train loss is biased "
+            "towards too-small steps and the probe towards too-large ones, so the right LR lies between what they "
+            "ask for (BENCHMARKS.md, reading 18).",
+            "choices": list(SIGNAL_COMBINATIONS),
         },
     )
     controller_max_factor: float = field(
@@ -404,6 +416,7 @@ class HDETConfig:
                 raise ValueError(f"{_flag(name)} must be a number, but got {value!r}.")
         _check_choice("gradient_sync", self.gradient_sync, GRADIENT_SYNC_MODES)
         _check_choice("controller_update", self.controller_update, CONTROLLER_UPDATES)
+        _check_choice("controller_signal_combination", self.controller_signal_combination, SIGNAL_COMBINATIONS)
         _check_choice("controller_temperature_mode", self.controller_temperature_mode, TEMPERATURE_MODES)
         _check_choice("base_schedule", self.base_schedule, BASE_SCHEDULES)
         _check_choice("controller_signal", self.controller_signal, CONTROLLER_SIGNALS)

@@ -39,6 +39,7 @@ __all__ = [
     "ControllerState",
     "loss_weights",
     "controller_step",
+    "combine_votes",
     "reference_gamma",
     "loss_diverged",
 ]
@@ -54,6 +55,8 @@ class ControllerSettings:
     max_factor: float = 10.0
     # Moves that raise the scale take raise_gain x lr (multiplicative update only; 1 = the paper's symmetry).
     raise_gain: float = 1.0
+    # How several rows of scores (train loss and a probe) make one hypergradient: "mean" or "agree".
+    combination: str = "mean"
 
     @classmethod
     def from_config(cls, config: Any) -> ControllerSettings:
@@ -66,6 +69,7 @@ class ControllerSettings:
             update=config.controller_update,
             max_factor=config.controller_max_factor,
             raise_gain=config.controller_raise_gain,
+            combination=config.controller_signal_combination,
         )
 
 
@@ -118,20 +122,29 @@ def controller_step(
     see `horizon.PairedVotes`); ``info["raw_delta"]`` keeps the uncapped one.
 
     ``losses`` holds one score per rank, or several rows of scores (e.g. train loss and averaged probe):
-    each row gets its own softmax weights and the update uses their mean, i.e. the mean of the rows'
-    hypergradients. Returns the new state and what happened (weights, delta) for logs and the schedule metadata.
+    each row gets its own softmax weights and the update uses the rows' hypergradients combined as
+    ``settings.combination`` says (`combine_votes`). Returns the new state and what happened (weights, delta) for logs and the schedule metadata.
     """
     rows = losses.reshape(-1, losses.shape[-1])
-    weights = torch.stack(
-        [loss_weights(row, settings.temperature, settings.temperature_mode, healthy) for row in rows]
-    ).mean(0)
+    row_weights = [loss_weights(row, settings.temperature, settings.temperature_mode, healthy) for row in rows]
+    weights = torch.stack(row_weights).mean(0)
     m = multipliers.double()
-    if settings.update == "multiplicative":
-        signal = m.log()
+    if settings.update not in ("multiplicative", "additive"):
+        raise ValueError(
+            f"Expected controller update 'multiplicative' or 'additive', but got {settings.update!r}"
+        )
+    # The hypergradient is measured on log multipliers (multiplicative) or on the values themselves.
+    signal = m.log() if settings.update == "multiplicative" else base_value * m
+    row_deltas = [float((w * signal).sum() - signal.mean()) for w in row_weights]
+    if settings.combination == "mean":
+        # The mean of the rows' hypergradients, computed from the mean weights as it always was (bit for bit).
         delta = raw_delta = float((weights * signal).sum() - signal.mean())
-        if delta_cap is not None:
-            delta = min(delta, delta_cap)
-        velocity = settings.momentum * state.velocity + (1 - settings.momentum) * delta
+    else:
+        delta = raw_delta = combine_votes(row_deltas, settings.combination)
+    if delta_cap is not None:
+        delta = min(delta, delta_cap)
+    velocity = settings.momentum * state.velocity + (1 - settings.momentum) * delta
+    if settings.update == "multiplicative":
         # A raise takes a larger step: the climb from a too-low LR is what the step size limits (one move is
         # at most lr x the largest delta), while a cut needs few moves (BENCHMARKS.md, reading 15).
         gain = settings.raise_gain if velocity > 0 else 1.0
@@ -139,24 +152,38 @@ def controller_step(
         log_scale = math.log(state.scale) + gain * settings.lr * velocity
         bound = math.log(settings.max_factor)
         scale = math.exp(min(max(log_scale, -bound), bound))
-    elif settings.update == "additive":
-        values = base_value * m
-        delta = raw_delta = float((weights * values).sum() - values.mean())
-        if delta_cap is not None:
-            delta = min(delta, delta_cap)
-        velocity = settings.momentum * state.velocity + (1 - settings.momentum) * delta
+    else:
         new_base = base_value + settings.lr * velocity
         scale = state.scale * new_base / base_value if base_value > 0 else state.scale
-    else:
-        raise ValueError(
-            f"Expected controller update 'multiplicative' or 'additive', but got {settings.update!r}"
-        )
     # Keep the value legal (> 0) and within the allowed band around the schedule; NaN scale cannot happen
     # because non-finite losses were given weight 0 above.
     low, high = 1.0 / settings.max_factor, settings.max_factor
     scale = min(max(scale, low), high)
-    info = {"weights": weights.tolist(), "delta": delta, "raw_delta": raw_delta, "velocity": velocity, "scale": scale}
+    info = {
+        "weights": weights.tolist(), "delta": delta, "raw_delta": raw_delta, "row_deltas": row_deltas,
+        "velocity": velocity, "scale": scale,
+    }
     return ControllerState(scale=scale, velocity=velocity), info
+
+
+def combine_votes(row_deltas: list[float], combination: str) -> float:
+    """One hypergradient from several signals' (rows') hypergradients.
+
+    ``mean``: their mean. ``agree``: 0 unless every row asks for the same direction, then the smallest move
+    any row asks for. The train loss and the averaged probe are biased in opposite directions (the train
+    loss towards too-small steps, the probe towards too-large ones), so the LR that is right lies between
+    what they ask for: when they disagree the current LR may be right and the controller holds; when both
+    ask for a move, even the conservative one's bias agrees with it.
+    """
+    if combination == "mean" or len(row_deltas) == 1:
+        return sum(row_deltas) / len(row_deltas)
+    if combination != "agree":
+        raise ValueError(f"Expected signal combination 'mean' or 'agree', but got {combination!r}")
+    if all(d > 0 for d in row_deltas):
+        return min(row_deltas)
+    if all(d < 0 for d in row_deltas):
+        return max(row_deltas)
+    return 0.0
 
 
 def reference_gamma(div_factor: float, final_div_factor: float, num_syncs: float) -> float:

@@ -43,12 +43,14 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # Settings added after checkpoints were first written, with the behaviour such a checkpoint ran with.
 # Session-7 horizon checkpoints used the horizon from the first converge; the first early phase (before
 # early_comparison existed) was the one-interval fan-out.
-# Session-10 controller_raise_gain: earlier checkpoints moved both ways alike.
+# Session-10 controller_raise_gain: earlier checkpoints moved both ways alike. Session-13
+# controller_signal_combination: earlier checkpoints took the mean of the two signals.
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,
     "early_comparison": "one_interval",
     "controller_raise_gain": 1.0,
+    "controller_signal_combination": "mean",
 }
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
 PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")

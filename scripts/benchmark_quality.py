@@ -162,6 +162,9 @@ CONTROLLER_IDEAS = (
     ("both_T3pct_until0.5_hz0.1_min0.3_up2", "the session-8 default with raises twice as large (--hdet_controller_raise_gain 2, the default since session 10)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0}),
     # Session 12: the default's exploration with the controller held (lambda 0): what the ensemble alone costs
     # under the default (fan-out / offsets alternating until 30 %, offsets to 50 %), apart from the LR it picks.
+    # Session 13 (reading 18): the train loss and the averaged probe must agree on the direction; the move is
+    # the smaller of the two.
+    ("both_T3pct_until0.5_hz0.1_min0.3_up2_agree", "the default with --hdet_controller_signal_combination agree", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree"}),
     ("both_T3pct_until0.5_hz0.1_min0.3_lr0", "the default's exploration with lambda 0 (the LR stays on the schedule): the ensemble's own cost", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_lr": 0.0}),
     ("avgprobe_T3pct_until0.5_hz0.1", "averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.0}),
     # Score the end-of-run loss, not the current one: each replica after a 4-step LR cool-down on copies.
@@ -801,6 +804,8 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
                         "step": t["step"],
                         "scale": t.get("scale", {}).get("lr"),
                         "losses": t.get("losses"),
+                        "probe_losses": t.get("probe_losses"),
+                        "delta": t.get("delta", {}).get("lr"),
                         "multipliers": t.get("multipliers", {}).get("lr"),
                         "excluded": t.get("excluded_ranks"),
                     }

@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -185,3 +186,27 @@ def test_settings_from_config_carry_the_raise_gain():
     assert ControllerSettings.from_config(HDETConfig()).raise_gain == 2.0
     assert ControllerSettings.from_config(HDETConfig(controller_raise_gain=1.0)).raise_gain == 1.0
     assert ControllerSettings().raise_gain == 1.0  # the bare settings are the paper's symmetric update
+
+
+def test_agree_moves_only_when_both_signals_ask_for_the_same_direction():
+    """combination 'agree': opposite votes hold the scale; same-sign votes move by the smaller one."""
+    from hdet_hf.controller import combine_votes
+
+    assert combine_votes([0.2, -0.1], "agree") == 0.0
+    assert combine_votes([0.2, 0.05], "agree") == 0.05
+    assert combine_votes([-0.2, -0.05], "agree") == -0.05
+    assert combine_votes([0.2, -0.1], "mean") == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="'mean' or 'agree'"):
+        combine_votes([0.1, 0.2], "median")
+    m = torch.tensor([0.75, 1.0, 1.25])
+    # Train loss favours the small step, the probe the large one: they disagree, so 'agree' holds.
+    rows = torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
+    settings = ControllerSettings(temperature=1.0, lr=1.0, momentum=0.0, combination="agree")
+    held, info = controller_step(ControllerState(), m, rows, settings, base_value=1.0)
+    assert held.scale == 1.0 and info["delta"] == 0.0 and info["row_deltas"][0] < 0 < info["row_deltas"][1]
+    # Both favour the large step: it moves up by the smaller of the two hypergradients.
+    rows = torch.tensor([[3.0, 2.0, 1.0], [2.2, 2.0, 1.9]])
+    moved, info = controller_step(ControllerState(), m, rows, settings, base_value=1.0)
+    assert moved.scale > 1.0 and info["delta"] == min(info["row_deltas"]) > 0
+    mean, mean_info = controller_step(ControllerState(), m, rows, replace(settings, combination="mean"), base_value=1.0)
+    assert mean_info["delta"] == pytest.approx(sum(info["row_deltas"]) / 2) and mean.scale > moved.scale
