@@ -43,7 +43,7 @@ MIN_FRACTION_SYNC_INTERVAL = 10
 DEFAULT_COMPARISON_HORIZON = 0.1
 # Before the comparison horizon takes over: the step-size fan-out alone, or alternating with the horizon.
 EARLY_COMPARISONS = ("lower_of_both", "one_interval")
-SIGNAL_COMBINATIONS = ("mean", "agree")
+SIGNAL_COMBINATIONS = ("mean", "agree", "agree_mean")
 
 
 @dataclass
@@ -197,7 +197,8 @@ class HDETConfig:
         metadata={
             "help": "How a two-score --hdet_controller_signal (train_and_*) makes one hypergradient. 'mean': the "
             "mean of the two. 'agree': the controller moves only when both scores ask for the same direction, "
-            "and then by the smaller of the two moves; when they disagree it holds. The train loss is biased "
+            "and then by the smaller of the two moves; when they disagree it holds. 'agree_mean': the same, but "
+            "a move is the mean of the two. The train loss is biased "
             "towards too-small steps and the probe towards too-large ones, so the right LR lies between what they "
             "ask for (BENCHMARKS.md, reading 18).",
             "choices": list(SIGNAL_COMBINATIONS),

@@ -170,19 +170,22 @@ def combine_votes(row_deltas: list[float], combination: str) -> float:
     """One hypergradient from several signals' (rows') hypergradients.
 
     ``mean``: their mean. ``agree``: 0 unless every row asks for the same direction, then the smallest move
-    any row asks for. The train loss and the averaged probe are biased in opposite directions (the train
-    loss towards too-small steps, the probe towards too-large ones), so the LR that is right lies between
-    what they ask for: when they disagree the current LR may be right and the controller holds; when both
-    ask for a move, even the conservative one's bias agrees with it.
+    any row asks for. ``agree_mean``: 0 unless every row asks for the same direction, then their mean. The
+    train loss and the averaged probe are biased in opposite directions (the train loss towards too-small
+    steps, the probe towards too-large ones), so the LR that is right lies between what they ask for: when
+    they disagree the current LR may be right and the controller holds; when both ask for a move, even the
+    one whose bias opposes it does.
     """
     if combination == "mean" or len(row_deltas) == 1:
         return sum(row_deltas) / len(row_deltas)
-    if combination != "agree":
-        raise ValueError(f"Expected signal combination 'mean' or 'agree', but got {combination!r}")
+    if combination not in ("agree", "agree_mean"):
+        raise ValueError(
+            f"Expected signal combination 'mean', 'agree' or 'agree_mean', but got {combination!r}"
+        )
     if all(d > 0 for d in row_deltas):
-        return min(row_deltas)
+        return min(row_deltas) if combination == "agree" else sum(row_deltas) / len(row_deltas)
     if all(d < 0 for d in row_deltas):
-        return max(row_deltas)
+        return max(row_deltas) if combination == "agree" else sum(row_deltas) / len(row_deltas)
     return 0.0
 
 

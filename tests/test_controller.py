@@ -196,7 +196,10 @@ def test_agree_moves_only_when_both_signals_ask_for_the_same_direction():
     assert combine_votes([0.2, 0.05], "agree") == 0.05
     assert combine_votes([-0.2, -0.05], "agree") == -0.05
     assert combine_votes([0.2, -0.1], "mean") == pytest.approx(0.05)
-    with pytest.raises(ValueError, match="'mean' or 'agree'"):
+    assert combine_votes([0.2, -0.1], "agree_mean") == 0.0
+    assert combine_votes([0.2, 0.1], "agree_mean") == pytest.approx(0.15)
+    assert combine_votes([-0.2, -0.1], "agree_mean") == pytest.approx(-0.15)
+    with pytest.raises(ValueError, match="'mean', 'agree' or 'agree_mean'"):
         combine_votes([0.1, 0.2], "median")
     m = torch.tensor([0.75, 1.0, 1.25])
     # Train loss favours the small step, the probe the large one: they disagree, so 'agree' holds.
