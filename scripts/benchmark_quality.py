@@ -85,6 +85,7 @@ FIRST_DEFAULTS = {
     "explore_until": RECORDED_EXPLORE_UNTIL,
     "comparison_horizon": 0.0,  # one-interval comparisons: recorded before the horizon existed
     "controller_raise_gain": 1.0,  # recorded before raises took a larger step (session 10)
+    "controller_signal_combination": "mean",  # recorded before session 13
 }
 # The improved controller shown next to the paper's and the library's (chosen from pilot runs, see BENCHMARKS.md).
 TUNED_CONTROLLER = {
@@ -97,6 +98,8 @@ TUNED_CONTROLLER = {
     "comparison_horizon": 0.0,  # one-interval comparisons: recorded before the horizon existed
     # Every row below was recorded moving the LR up and down alike; the _up2 row has the session-10 default.
     "controller_raise_gain": 1.0,
+    # ... and with the mean of a two-score signal's hypergradients; the _agree rows set their own (session 13).
+    "controller_signal_combination": "mean",
 }
 # (label, note, HDETConfig fields) of the controller ideas measured for issue 10.
 CONTROLLER_IDEAS = (
