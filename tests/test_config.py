@@ -68,6 +68,7 @@ def test_defaults_are_the_settings_the_quality_benchmark_chose():
     assert (c.gradient_sync, c.lr_spread, c.sync_interval) == ("shared", 0.25, 0.03)
     assert (c.controller_lr, c.controller_momentum, c.controller_signal) == (1.5, 0.5, "train_and_averaged_probe")
     assert c.controller_raise_gain == 2.0  # reading 15
+    assert c.controller_signal_combination == "agree_mean"  # reading 18
     assert (c.controller_update, c.controller_temperature_mode, c.sync_warmup_steps) == (
         "multiplicative",
         "adaptive",

@@ -221,6 +221,21 @@ def test_a_checkpoint_from_before_the_raise_gain_resumes_only_with_gain_1():
     _engine(auto_lr=True, controller_raise_gain=1.0).load_state_dict(state)
 
 
+def test_a_checkpoint_from_before_the_signal_combination_resumes_only_with_mean():
+    """Checkpoints written before --hdet_controller_signal_combination moved by the mean of the two signals'
+    votes: resuming one under the default agree_mean would change the controller mid-run, so it is refused by
+    name, and accepted with the setting it ran with."""
+    state = _engine(auto_lr=True).state_dict()
+    del state["config"]["controller_signal_combination"]
+    with pytest.raises(
+        ValueError,
+        match=r"saved with --hdet_controller_signal_combination mean, but this run has "
+        r"--hdet_controller_signal_combination agree_mean",
+    ):
+        _engine(auto_lr=True).load_state_dict(state)
+    _engine(auto_lr=True, controller_signal_combination="mean").load_state_dict(state)
+
+
 def test_a_hyperparameter_added_on_resume_is_refused_by_name():
     saved = _engine().state_dict()
     engine = _engine()
