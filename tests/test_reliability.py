@@ -220,12 +220,16 @@ COMMON = [
     # local mode: in shared mode one rank's NaN gradient reaches every rank through DDP's all-reduce, so
     # the injected faults could not stay on one replica. Spread and momentum pinned for the formulas below,
     # and exploration to the last step: faults late in the run are scored, resumes late in it recompute spreads.
+    # The mean of the two scores' votes: the resume checks need a controller that has moved by the first
+    # checkpoint, and with agree_mean (the default) two ranks' scores may disagree and hold it at 1.
     "--hdet_gradient_sync",
     "local",
     "--hdet_lr_spread",
     "0.5",
     "--hdet_controller_momentum",
     "0.9",
+    "--hdet_controller_signal_combination",
+    "mean",
     "--hdet_explore_until",
     "1",
 ]

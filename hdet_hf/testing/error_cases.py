@@ -483,6 +483,11 @@ CASES: list[ErrorCase] = [
         early_comparison="both",
     ),
     _config(
+        'controller_signal_combination="median"',
+        r"--hdet_controller_signal_combination must be one of mean, agree, agree_mean, but got 'median'",
+        controller_signal_combination="median",
+    ),
+    _config(
         'controller_update="sgd"',
         r"--hdet_controller_update must be one of multiplicative, additive",
         controller_update="sgd",
