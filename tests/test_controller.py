@@ -186,6 +186,9 @@ def test_settings_from_config_carry_the_raise_gain():
     assert ControllerSettings.from_config(HDETConfig()).raise_gain == 2.0
     assert ControllerSettings.from_config(HDETConfig(controller_raise_gain=1.0)).raise_gain == 1.0
     assert ControllerSettings().raise_gain == 1.0  # the bare settings are the paper's symmetric update
+    # ... and the signal combination: the engine builds its settings this way (reading 18).
+    assert ControllerSettings.from_config(HDETConfig()).combination == "agree_mean"
+    assert ControllerSettings.from_config(HDETConfig(controller_signal_combination="mean")).combination == "mean"
 
 
 def test_agree_moves_only_when_both_signals_ask_for_the_same_direction():
