@@ -205,7 +205,8 @@ class HDETConfig:
             "on the language-model tasks, worse on the pretrained classifier (2.30 / 1.48x against 1.91 / 1.42x; "
             "BENCHMARKS.md, reading 18). 'mean': the mean of "
             "the two (the default until session 13). 'agree': as 'agree_mean', but a move is the smaller of "
-            "the two (slower from a too-low LR).",
+            "the two (slower from a too-low LR). Ignored by one-score signals; it applies to every explored "
+            "hyperparameter's controller alike.",
             "choices": list(SIGNAL_COMBINATIONS),
         },
     )

@@ -55,7 +55,7 @@ class ControllerSettings:
     max_factor: float = 10.0
     # Moves that raise the scale take raise_gain x lr (multiplicative update only; 1 = the paper's symmetry).
     raise_gain: float = 1.0
-    # How several rows of scores (train loss and a probe) make one hypergradient: "mean" or "agree".
+    # How several rows of scores (train loss and a probe) make one hypergradient: see `combine_votes`.
     combination: str = "mean"
 
     @classmethod
@@ -123,7 +123,8 @@ def controller_step(
 
     ``losses`` holds one score per rank, or several rows of scores (e.g. train loss and averaged probe):
     each row gets its own softmax weights and the update uses the rows' hypergradients combined as
-    ``settings.combination`` says (`combine_votes`). Returns the new state and what happened (weights, delta) for logs and the schedule metadata.
+    ``settings.combination`` says (`combine_votes`). Returns the new state and what happened (weights, delta,
+    each row's delta) for logs and the schedule metadata.
     """
     rows = losses.reshape(-1, losses.shape[-1])
     row_weights = [loss_weights(row, settings.temperature, settings.temperature_mode, healthy) for row in rows]

@@ -131,7 +131,8 @@ class OneCycleAutoLR(OneCycleLR):
     examples). With it the controller compares replicas on the train loss *and* on that batch at each
     replica's mean weights over the interval (``train_and_averaged_probe``, the de-biased signal measured in
     BENCHMARKS.md), and moves only when the two ask for the same direction (``HDETConfig``'s default
-    ``controller_signal_combination="agree_mean"``); without it on the train loss alone, as the reference does. And ``explore_until``
+    ``controller_signal_combination="agree_mean"``); without it on the train loss alone, as the reference
+    does. And ``explore_until``
     (``HDETConfig.explore_until``, default 0.5): where exploration ends, a fraction of the run in (0, 1] or
     an integer step >= 1. After it the controller stops and the spread is 0, so the rest of the run is
     plain data-parallel training on the OneCycle schedule as corrected so far; 1.0 explores to the last
