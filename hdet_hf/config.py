@@ -116,7 +116,8 @@ class HDETConfig:
             "moves by the lower of the two latest hypergradients, so it raises the LR only when both "
             "comparisons ask for it. 'one_interval': the step-size fan-out only (one-interval comparisons ask "
             "for a smaller LR on long runs and a larger one on short ones). Measured in BENCHMARKS.md, \"The "
-            "controller\", reading 13.",
+            "controller\", reading 13; with the default signal combination 'one_interval' raised a correct LR "
+            "1.7-2.4x and a pretrained classifier started 3x too high collapsed (reading 19).",
             "choices": list(EARLY_COMPARISONS),
         },
     )
@@ -188,8 +189,9 @@ class HDETConfig:
             "spread 0.25, 4 replicas), so a start 10x too low stays far below the best LR past the "
             "schedule's peak. 2 reached the sweep's loss from 10x below on the 300-step task (1.003x) and left "
             "runs that only lower the LR unchanged; where the controller raises the LR from every start "
-            "(a pretrained classifier) it also raises more at the best LR (BENCHMARKS.md, reading 15). 1 moves "
-            "both ways alike (the paper)."
+            "(a pretrained classifier) it also raises more at the best LR (BENCHMARKS.md, reading 15). 3 climbed "
+            "faster still, but a classifier run started 3x too high fell to 0.40 accuracy (reading 19). 1 "
+            "moves both ways alike (the paper)."
         },
     )
     controller_signal_combination: str = field(
