@@ -99,6 +99,7 @@ def test_two_process_hdet_run_on_the_embedded_task(tmp_path, cache_dir, monkeypa
             "--max_eval_samples",
             "16",
         ],
+        launcher="torchrun",  # the script as the README launches it
     )
     assert any(cache_dir.glob("stdlib_docstrings_*")), "the corpus was not built in $HDET_HF_CACHE"
 
