@@ -335,7 +335,8 @@ class HDETConfig:
             "run is plain data-parallel training on the base schedule found so far (in shared mode exactly "
             "DDP). The default 0.5 ends exploration halfway: the replicas' scores separate good from bad LRs "
             "around the schedule's peak, and late controller moves did harm (BENCHMARKS.md, section \"The "
-            "controller\"). 1 explores to the last step (the paper)."
+            "controller\"); on a warm-up/stable/decay schedule too, where exploring the whole plateau (0.8) was "
+            "worse from a too-high LR (reading 20). 1 explores to the last step (the paper)."
         },
     )
     sync_warmup_steps: float = field(
