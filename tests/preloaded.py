@@ -18,13 +18,14 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from hdet_hf.testing.processes import _free_port  # the port torchrun_command picks the same way
 
 # What the server imports before it forks (what the workers would otherwise import one by one).
 PRELOAD = (
@@ -85,12 +86,6 @@ def _importable(module: str) -> bool:
         return False
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _rank_env(env: dict[str, str], rank: int, nproc: int, port: int) -> dict[str, str]:
     """What torchrun's agent sets for one local worker (single node, no restarts)."""
     env = dict(env)
@@ -128,10 +123,12 @@ def _run_worker(script: str, args: list[str], env: dict[str, str], cwd: str, out
     code = 0
     try:
         runpy.run_path(script, run_name="__main__")
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-        if not isinstance(stop.code, int) and stop.code is not None:
+    except SystemExit as stop:  # sys.exit(None | int | message), as the interpreter maps it
+        if stop.code is None or isinstance(stop.code, int):
+            code = stop.code or 0
+        else:
             print(stop.code, file=sys.stderr)
+            code = 1
     except BaseException:  # noqa: BLE001 - report it as a Python process would, then exit 1
         traceback.print_exc()
         code = 1
