@@ -61,18 +61,11 @@ def _server() -> multiprocessing.context.BaseContext:
     if _context is None:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([m for m in PRELOAD if _importable(m)])
-        saved = {key: os.environ.get(key) for key in IMPORT_TIME_ENV}
-        os.environ.update(IMPORT_TIME_ENV)
-        try:
-            from multiprocessing import forkserver
+        from multiprocessing import forkserver
+        from unittest import mock
 
+        with mock.patch.dict(os.environ, IMPORT_TIME_ENV):  # the server inherits them; this process not
             forkserver.ensure_running()
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
         _context = context
     return _context
 
