@@ -212,6 +212,15 @@ class HDETConfig:
             "choices": list(SIGNAL_COMBINATIONS),
         },
     )
+    controller_floor_after_peak: bool = field(
+        default=False,
+        metadata={
+            "help": "Once the base LR schedule has started to decay (OneCycle: after its peak), the controller "
+            "may still raise the LR and take such raises back, but does not lower it below the factor it had "
+            "when the decay began. A too-high LR does its damage before the peak; after it, a cut gives up "
+            "progress the schedule's decay would have kept (BENCHMARKS.md, readings 16 and 21)."
+        },
+    )
     controller_max_factor: float = field(
         default=10.0,
         metadata={

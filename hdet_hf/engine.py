@@ -39,6 +39,7 @@ from .health import HDETDivergenceError, ReplicaHealth
 from .horizon import HorizonOffsets, PairedVotes, horizon_decay
 from .learning_rates import LearningRates
 from .outer import OuterStep
+from .peak_floor import PeakFloor
 from .process import rank_and_world_size
 from .registry import LR, ExploredValues, HyperparameterRegistry
 from .replica import ReplicaTensors
@@ -120,6 +121,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         # direction, not through the step size (`horizon`).
         self.horizon_start_step = config.resolve_warmup_steps(total_steps, "comparison_horizon_start")
         self.paired_votes = PairedVotes()  # before that step, with early_comparison="lower_of_both"
+        self.peak_floor = PeakFloor()  # --hdet_controller_floor_after_peak: no net cut once the schedule decays
         self.lrs = LearningRates(optimizer, self.registry, self.recorder.record.lr_per_step)
         self.window = ScoreWindow()
         self.outer = OuterStep(config.outer_lr, config.outer_momentum)
@@ -342,6 +344,10 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
             self.outer.step_(self.replica.param_data())
         if self.controller_active() and bool(gathered.scored.any()):
             report.controller_active = True
+            if self.config.controller_floor_after_peak and self.lrs.schedule_lrs:
+                # The LR hyperparameter's schedule value (without the controller's factor) at this converge.
+                lr_scales = {n: v for n, v in report.scale.items() if self.registry.hparams[n].is_lr}
+                self.peak_floor.observe(max(self.lrs.schedule_lrs), lr_scales)
             both = self.config.controller_signal.startswith("train_and_")
             signal = torch.stack([gathered.losses, gathered.signals]) if both else gathered.signals
             active = [name for name in self.registry.names if self.controller_active(name)]
@@ -352,6 +358,11 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
             )
             if kind is not None and LR in infos:
                 self.paired_votes.record(kind, infos[LR]["raw_delta"])
+            for name in infos:
+                floor = self.peak_floor.floor(name)
+                if floor is not None and self.registry.controllers[name].scale < floor:
+                    self.registry.clamp_controller(name, floor)
+                    infos[name]["scale"] = floor
             for name, info in infos.items():
                 report.weights = info["weights"]  # identical for every hyperparameter
                 report.delta[name], report.velocity[name] = info["delta"], info["velocity"]

@@ -44,13 +44,15 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # Session-7 horizon checkpoints used the horizon from the first converge; the first early phase (before
 # early_comparison existed) was the one-interval fan-out.
 # Session-10 controller_raise_gain: earlier checkpoints moved both ways alike. Session-13
-# controller_signal_combination: earlier checkpoints took the mean of the two signals.
+# controller_signal_combination: earlier checkpoints took the mean of the two signals. Session-16
+# controller_floor_after_peak: earlier checkpoints had no floor.
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,
     "early_comparison": "one_interval",
     "controller_raise_gain": 1.0,
     "controller_signal_combination": "mean",
+    "controller_floor_after_peak": False,
 }
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
 PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
@@ -105,6 +107,7 @@ def state_dict(engine: HDETEngine) -> dict[str, Any]:
         **engine.horizon.state_dict(),
         **engine.fitness.state_dict(),
         **engine.paired_votes.state_dict(),
+        **engine.peak_floor.state_dict(),
         # Checked on load: a resume must continue the same configuration (`check_resumed_settings`).
         "config": engine.config.to_dict(),
         "total_steps": engine.total_steps,
@@ -145,6 +148,7 @@ def load_state_dict(engine: HDETEngine, state: Any, *, elastic: bool, source: st
     engine.horizon.load_state_dict(state, device)
     engine.fitness.load_state_dict(state)
     engine.paired_votes.load_state_dict(state)
+    engine.peak_floor.load_state_dict(state)
     engine.apply_values()
     if not resized:
         return []
@@ -353,6 +357,14 @@ def validate_state(state: dict[str, Any], source: str) -> None:
         and all(v is None or (is_number(v) and math.isfinite(v)) for v in votes.values())
     ):
         fail("paired_votes", "None or a dict of None or finite numbers", votes)
+    peak_floor = state.get("peak_floor")
+    if peak_floor is not None and not (
+        isinstance(peak_floor, dict)
+        and (peak_floor.get("peak") is None or (is_number(peak_floor["peak"]) and math.isfinite(peak_floor["peak"])))
+        and isinstance(peak_floor.get("floors", {}), dict)
+        and all(is_number(v) and math.isfinite(v) and v > 0 for v in peak_floor.get("floors", {}).values())
+    ):
+        fail("peak_floor", "None or a dict with a finite peak (or None) and floors > 0", peak_floor)
     if not (isinstance(state["trajectory"], list) and all(isinstance(t, dict) for t in state["trajectory"])):
         fail("trajectory", "a list of dicts", state["trajectory"])
     values = state.get("values_per_step", {})

@@ -170,6 +170,12 @@ class HyperparameterRegistry:
             infos[name] = info
         return infos
 
+    def clamp_controller(self, name: str, floor: float) -> None:
+        """Raise ``name``'s controller factor to ``floor``; a downward velocity is dropped with it (it would
+        keep pushing against the floor at every later converge)."""
+        state = self.controllers[name]
+        self.controllers[name] = ControllerState(scale=max(state.scale, floor), velocity=max(state.velocity, 0.0))
+
     def state_dict(self) -> dict[str, Any]:
         return {
             "generator_state": self.generator.get_state(),

@@ -179,6 +179,9 @@ CONTROLLER_IDEAS = (
     # Session 15: the default with exploration (and the controller) until 80 % of the run: on the WSD schedule
     # that is the whole plateau, up to the fixed decay (issue 10, idea 3); on OneCycle, past the peak.
     ("both_T3pct_until0.8_hz0.1_min0.3_up2_agreemean", "the default with --hdet_explore_until 0.8", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.8, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean"}),
+    # Session 16: no net cut once the base schedule decays (a cut after the peak was worse than none for the
+    # DDP oracle on task a, reading 16; the default's cuts from 3x above cost on a, c and d, reading 19).
+    ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor", "the default with --hdet_controller_floor_after_peak (no net cut after the schedule's peak)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True}),
     ("avgprobe_T3pct_until0.5_hz0.1", "averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.0}),
     # Score the end-of-run loss, not the current one: each replica after a 4-step LR cool-down on copies.
     # First version: from each replica's own LR, on one rank's batch (8 blocks).
