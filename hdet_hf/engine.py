@@ -360,9 +360,9 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                 self.paired_votes.record(kind, infos[LR]["raw_delta"])
             for name in infos:
                 floor = self.peak_floor.floor(name)
-                if floor is not None and self.registry.controllers[name].scale < floor:
+                if floor is not None:
                     self.registry.clamp_controller(name, floor)
-                    infos[name]["scale"] = floor
+                    infos[name]["scale"] = self.registry.controllers[name].scale
             for name, info in infos.items():
                 report.weights = info["weights"]  # identical for every hyperparameter
                 report.delta[name], report.velocity[name] = info["delta"], info["velocity"]

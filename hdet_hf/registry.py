@@ -174,7 +174,8 @@ class HyperparameterRegistry:
         """Raise ``name``'s controller factor to ``floor``; a downward velocity is dropped with it (it would
         keep pushing against the floor at every later converge)."""
         state = self.controllers[name]
-        self.controllers[name] = ControllerState(scale=max(state.scale, floor), velocity=max(state.velocity, 0.0))
+        if state.scale < floor:
+            self.controllers[name] = ControllerState(scale=floor, velocity=max(state.velocity, 0.0))
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -57,6 +57,26 @@ def test_controller_moves_base_lr_toward_better_ranks(tmp_path):
     assert len(set(perms)) == 2  # multipliers really get reassigned between intervals
 
 
+def test_no_net_cut_after_the_schedules_peak(tmp_path):
+    """--hdet_controller_floor_after_peak: every converge asks for a lower LR. Before the schedule's peak the
+    factor falls as without the option; from the first converge that sees the schedule decay it holds the
+    factor it had there, also across a resume, on both ranks alike."""
+    skip_unless_backend_fits(2)
+    torchrun("engine_worker.py", 2, ["peak_floor", str(tmp_path)])
+    ranks = load_ranks(tmp_path, 2)
+    assert ranks[1] == ranks[0]
+    off, on, resumed = ranks[0]["off"], ranks[0]["on"], ranks[0]["resumed"]
+    # Without the floor: a cut at every converge (down to the 10x bound).
+    assert off["scales"] == sorted(off["scales"], reverse=True) and off["scales"][-1] == pytest.approx(0.1)
+    first_decay = on["schedule"].index(max(on["schedule"])) + 1  # the first converge after the peak
+    assert on["scales"][:first_decay] == off["scales"][:first_decay]
+    floor = off["scales"][first_decay - 1]  # the factor before the first decaying converge's move
+    assert on["floors"] == {"lr": floor}
+    assert on["scales"][first_decay:] == [floor] * (len(on["scales"]) - first_decay)
+    assert off["scales"][-1] < floor
+    assert resumed == on
+
+
 def test_onecycleautolr_spreads_and_averages_across_processes(tmp_path):
     gloo_only()
     torchrun("engine_worker.py", 2, ["onecycle", str(tmp_path)])

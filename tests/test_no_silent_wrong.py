@@ -262,6 +262,8 @@ def test_settings_that_only_change_memory_may_change_on_resume():
         ({"generator_state": [1, 2]}, r"field 'generator_state' must be a uint8 tensor"),
         ({"step": -1}, r"field 'step' must be an integer >= 0"),
         ({"outer_anchors": [torch.zeros(3)]}, r"field 'outer_anchors' does not match this model's 2 trainable"),
+        ({"peak_floor": {"peak": 1e-3, "floors": {"lr": 0.0}}}, r"field 'peak_floor' must be None or a dict"),
+        ({"peak_floor": {"peak": math.nan, "floors": {}}}, r"field 'peak_floor' must be None or a dict"),
     ],
 )
 def test_edited_state_values_are_refused_with_the_field(changes, match):

@@ -323,6 +323,41 @@ def scenario_horizon_paired(rank: int, world: int) -> dict:
     return {"records": records, "decay": engine.horizon.decay, "lrs": lrs}
 
 
+def scenario_peak_floor(rank: int, world: int) -> dict:
+    """Losses always favour the low-LR rank under a schedule that rises for 8 steps, then falls; with and
+    without --hdet_controller_floor_after_peak, and with the floor resumed from a mid-decay checkpoint."""
+    schedule = [1e-3 * min(step, 8) / 8 if step <= 8 else 1e-3 * (20 - step) / 12 for step in range(1, 21)]
+
+    def run(floor: bool, resume_at: int | None = None) -> dict:
+        def engine_for() -> HDETEngine:
+            model = nn.Linear(3, 1).to(device())
+            config = HDETConfig(
+                sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0,
+                controller_signal="train_loss", controller_lr=1.0, explore_until=1.0,
+                controller_floor_after_peak=floor,
+            )
+            return HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-3), total_steps=20)
+
+        engine = engine_for()
+        engine.apply_lr([schedule[0]])
+        scales, schedule_at = [], []
+        for step in range(1, 21):
+            engine.add_loss(torch.tensor(1.0 + 0.1 * engine.multiplier(), device=device()))
+            report = engine.end_step()
+            if step == resume_at:  # a fresh engine continues from this one's checkpoint
+                saved = engine.state_dict()
+                engine = engine_for()
+                engine.load_state_dict(saved)
+            if step < 20:
+                engine.apply_lr([schedule[step]])
+            if report is not None and report.regular:
+                scales.append(report.scale["lr"])
+                schedule_at.append(schedule[step - 1])
+        return {"scales": scales, "schedule": schedule_at, "floors": dict(engine.peak_floor.floors)}
+
+    return {"off": run(False), "on": run(True), "resumed": run(True, resume_at=14)}
+
+
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     init_process_group()
