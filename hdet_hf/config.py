@@ -215,10 +215,11 @@ class HDETConfig:
     controller_floor_after_peak: bool = field(
         default=False,
         metadata={
-            "help": "Once the base LR schedule has started to decay (OneCycle: after its peak), the controller "
-            "may still raise the LR and take such raises back, but does not lower it below the factor it had "
-            "when the decay began. A too-high LR does its damage before the peak; after it, a cut gives up "
-            "progress the schedule's decay would have kept (BENCHMARKS.md, readings 16 and 21)."
+            "help": "Once the base LR schedule has started to decay and the early phase is over "
+            "(--hdet_comparison_horizon_start; on OneCycle both at 30 %% of the run), the controller may still "
+            "raise the LR and take such raises back, but does not lower it below the factor it had then. A "
+            "too-high LR does its damage before the peak; after it, a cut gives up progress the schedule's "
+            "decay would have kept (BENCHMARKS.md, readings 16 and 21)."
         },
     )
     controller_max_factor: float = field(

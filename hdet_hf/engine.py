@@ -347,7 +347,9 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
             if self.config.controller_floor_after_peak and self.lrs.schedule_lrs:
                 # The LR hyperparameter's schedule value (without the controller's factor) at this converge.
                 lr_scales = {n: v for n, v in report.scale.items() if self.registry.hparams[n].is_lr}
-                self.peak_floor.observe(max(self.lrs.schedule_lrs), lr_scales)
+                self.peak_floor.observe(
+                    max(self.lrs.schedule_lrs), lr_scales, armed=self.step >= self.horizon_start_step
+                )
             both = self.config.controller_signal.startswith("train_and_")
             signal = torch.stack([gathered.losses, gathered.signals]) if both else gathered.signals
             active = [name for name in self.registry.names if self.controller_active(name)]

@@ -144,6 +144,8 @@ class OneCycleAutoLR(OneCycleLR):
     where the horizon takes over; before it the lower of two alternating comparisons moves the LR.
     ``raise_gain`` (``--hdet_controller_raise_gain``, default 2): with ``controller_update="multiplicative"``,
     moves that raise the LR are this many times ``lr_of_lr``; the paper's additive update ignores it.
+    ``floor_after_peak`` (``--hdet_controller_floor_after_peak``): once OneCycle's LR starts to fall, the
+    controller no longer lowers the LR below the factor it had at the peak.
 
     Example:
         >>> import torch
@@ -190,6 +192,7 @@ class OneCycleAutoLR(OneCycleLR):
         comparison_horizon: float = 0.0,
         comparison_horizon_start: float = HDETConfig.comparison_horizon_start,
         raise_gain: float = HDETConfig.controller_raise_gain,
+        floor_after_peak: bool = HDETConfig.controller_floor_after_peak,
     ) -> None:
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
@@ -267,6 +270,7 @@ class OneCycleAutoLR(OneCycleLR):
             comparison_horizon=comparison_horizon,
             comparison_horizon_start=comparison_horizon_start,
             controller_raise_gain=raise_gain,
+            controller_floor_after_peak=floor_after_peak,
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
             controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )

@@ -58,24 +58,27 @@ def test_controller_moves_base_lr_toward_better_ranks(tmp_path):
 
 
 def test_no_net_cut_after_the_schedules_peak(tmp_path):
-    """--hdet_controller_floor_after_peak: every converge asks for a lower LR. Before the schedule's peak the
-    factor falls as without the option; from the first converge that sees the schedule decay it holds the
-    factor it had there, also across a resume, on both ranks alike."""
+    """--hdet_controller_floor_after_peak: every converge asks for a lower LR. Until the schedule decays and
+    the early phase is over the factor falls as without the option; from the first converge where both hold
+    it keeps the factor it had there, also across a resume, on both ranks alike."""
     skip_unless_backend_fits(2)
     torchrun("engine_worker.py", 2, ["peak_floor", str(tmp_path)])
     ranks = load_ranks(tmp_path, 2)
     assert ranks[1] == ranks[0]
-    off, on, resumed = ranks[0]["off"], ranks[0]["on"], ranks[0]["resumed"]
+    runs = ranks[0]
     # Without the floor: a cut at every converge (down to the 10x bound).
-    assert off["scales"] == sorted(off["scales"], reverse=True) and off["scales"][-1] == pytest.approx(0.1)
-    first_decay = on["schedule"].index(max(on["schedule"])) + 1  # the first converge after the peak
-    assert on["scales"][:first_decay] == off["scales"][:first_decay]
-    floor = off["scales"][first_decay - 1]  # the factor before the first decaying converge's move
-    assert on["floors"] == {"lr": floor}
-    assert on["scales"][first_decay:] == [floor] * (len(on["scales"]) - first_decay)
-    assert off["scales"][-1] < floor
-    assert resumed == on
-
+    for off in (runs["off"], runs["early_off"]):
+        assert off["scales"] == sorted(off["scales"], reverse=True) and off["scales"][-1] == pytest.approx(0.1)
+    # Peak at step 8, early phase to step 6: the first floored converge is step 10. Peak at step 2, early
+    # phase to step 10 (half the run): the first floored converge is step 10 too.
+    for off, on in ((runs["off"], runs["on"]), (runs["early_off"], runs["early_on"])):
+        first = on["steps"].index(10)
+        assert on["scales"][:first] == off["scales"][:first]
+        floor = off["scales"][first - 1]  # the factor before step 10's move
+        assert on["floors"] == {"lr": floor}
+        assert on["scales"][first:] == [floor] * (len(on["scales"]) - first)
+        assert off["scales"][-1] < floor
+    assert runs["resumed"] == runs["on"]
 
 def test_onecycleautolr_spreads_and_averages_across_processes(tmp_path):
     gloo_only()

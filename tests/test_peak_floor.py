@@ -7,12 +7,14 @@ from hdet_hf.peak_floor import PeakFloor
 from hdet_hf.registry import HyperparameterRegistry
 
 
-def test_the_floor_is_the_factor_at_the_first_converge_that_sees_the_schedule_decay():
+def test_the_floor_is_the_factor_at_the_first_armed_converge_that_sees_the_schedule_decay():
     floor = PeakFloor()
     for value, scale in [(1e-4, 1.0), (5e-4, 0.7), (1e-3, 0.5), (1e-3, 0.45)]:  # warm-up, then a plateau
         floor.observe(value, {"lr": scale})
         assert floor.floor("lr") is None
     floor.observe(1e-3 * (1 - 1e-9), {"lr": 0.44})  # float noise on a plateau is not a decay
+    assert floor.floor("lr") is None
+    floor.observe(9.5e-4, {"lr": 0.42}, armed=False)  # decaying, but the early phase is not over
     assert floor.floor("lr") is None
     floor.observe(9e-4, {"lr": 0.4})
     floor.observe(5e-4, {"lr": 2.0})  # fixed once: later factors do not move it

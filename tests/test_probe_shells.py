@@ -95,3 +95,31 @@ def test_drop_in_scheduler_takes_the_sync_interval_as_a_fraction_of_the_run():
     assert sched.hdet_config.sync_interval == 0.03 and sched.engine.config.sync_interval == 30
     with pytest.raises(ValueError, match="model_sync_interval must be a positive integer number of steps or a fraction"):
         OneCycleAutoLR(torch.optim.SGD(model.parameters(), lr=0.1), max_lr=0.1, total_steps=10, model_sync_interval=1.5)
+
+
+def test_the_readmes_drop_in_call_runs_the_measured_default():
+    """README.md's recommended `OneCycleAutoLR` keywords give exactly `HDETConfig`'s defaults with auto-LR (the
+    setting BENCHMARKS.md measures), so a user of the drop-in runs what the tables report."""
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    call = re.search(r"scheduler = OneCycleAutoLR\(\n(.*?)\n\)", readme, re.S).group(1)
+    kwargs = dict(re.findall(r"(\w+)=([^,\n]+)", call))
+    assert "probe_fn" in kwargs and "comparison_horizon" in kwargs
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    values = {k: eval(v, {"model": model, "probe": lambda: 1.0}) for k, v in kwargs.items() if k not in ("max_lr",)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one process: nothing to spread
+        sched = OneCycleAutoLR(opt, max_lr=3e-4, **values)
+    default = HDETConfig(auto_lr=True)
+    differ = {
+        f.name: (getattr(sched.hdet_config, f.name), getattr(default, f.name))
+        for f in dataclasses.fields(HDETConfig)
+        if getattr(sched.hdet_config, f.name) != getattr(default, f.name)
+    }
+    # comparison_horizon=None is "10 % in shared mode with auto-LR", which the drop-in cannot detect.
+    assert differ == {"comparison_horizon": (0.1, None)}
+    assert default.resolve_comparison_horizon(10_000) == sched.hdet_config.resolve_comparison_horizon(10_000)

@@ -325,22 +325,24 @@ def scenario_horizon_paired(rank: int, world: int) -> dict:
 
 def scenario_peak_floor(rank: int, world: int) -> dict:
     """Losses always favour the low-LR rank under a schedule that rises for 8 steps, then falls; with and
-    without --hdet_controller_floor_after_peak, and with the floor resumed from a mid-decay checkpoint."""
-    schedule = [1e-3 * min(step, 8) / 8 if step <= 8 else 1e-3 * (20 - step) / 12 for step in range(1, 21)]
+    without --hdet_controller_floor_after_peak, with the floor resumed from a mid-decay checkpoint, and under a
+    schedule that peaks at step 2, before the early phase ends (here at half the run)."""
+    peak_at_8 = [1e-3 * min(step, 8) / 8 if step <= 8 else 1e-3 * (20 - step) / 12 for step in range(1, 21)]
+    peak_at_2 = [1e-3 * min(step, 2) / 2 if step <= 2 else 1e-3 * (21 - step) / 19 for step in range(1, 21)]
 
-    def run(floor: bool, resume_at: int | None = None) -> dict:
+    def run(floor: bool, schedule: list[float], resume_at: int | None = None, early_end: float = 0.3) -> dict:
         def engine_for() -> HDETEngine:
             model = nn.Linear(3, 1).to(device())
             config = HDETConfig(
                 sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0,
                 controller_signal="train_loss", controller_lr=1.0, explore_until=1.0,
-                controller_floor_after_peak=floor,
+                controller_floor_after_peak=floor, comparison_horizon_start=early_end,
             )
             return HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-3), total_steps=20)
 
         engine = engine_for()
         engine.apply_lr([schedule[0]])
-        scales, schedule_at = [], []
+        scales, steps = [], []
         for step in range(1, 21):
             engine.add_loss(torch.tensor(1.0 + 0.1 * engine.multiplier(), device=device()))
             report = engine.end_step()
@@ -352,11 +354,16 @@ def scenario_peak_floor(rank: int, world: int) -> dict:
                 engine.apply_lr([schedule[step]])
             if report is not None and report.regular:
                 scales.append(report.scale["lr"])
-                schedule_at.append(schedule[step - 1])
-        return {"scales": scales, "schedule": schedule_at, "floors": dict(engine.peak_floor.floors)}
+                steps.append(step)
+        return {"scales": scales, "steps": steps, "floors": dict(engine.peak_floor.floors)}
 
-    return {"off": run(False), "on": run(True), "resumed": run(True, resume_at=14)}
-
+    return {
+        "off": run(False, peak_at_8),
+        "on": run(True, peak_at_8),
+        "resumed": run(True, peak_at_8, resume_at=14),
+        "early_off": run(False, peak_at_2, early_end=0.5),
+        "early_on": run(True, peak_at_2, early_end=0.5),
+    }
 
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
