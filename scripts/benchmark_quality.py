@@ -75,6 +75,7 @@ PAPER_CONTROLLER = {
     "controller_signal": "train_loss",
     "explore_until": RECORDED_EXPLORE_UNTIL,
     "comparison_horizon": 0.0,  # one-interval comparisons: recorded before the horizon existed
+    "controller_floor_after_peak": False,  # recorded before session 16
 }
 # The library's defaults when these results were recorded ("library default" in BENCHMARKS.md), pinned so a
 # rerun reproduces them; the tuned settings below have been the defaults since.
@@ -86,6 +87,7 @@ FIRST_DEFAULTS = {
     "comparison_horizon": 0.0,  # one-interval comparisons: recorded before the horizon existed
     "controller_raise_gain": 1.0,  # recorded before raises took a larger step (session 10)
     "controller_signal_combination": "mean",  # recorded before session 13
+    "controller_floor_after_peak": False,  # recorded before session 16
 }
 # The improved controller shown next to the paper's and the library's (chosen from pilot runs, see BENCHMARKS.md).
 TUNED_CONTROLLER = {
@@ -100,6 +102,8 @@ TUNED_CONTROLLER = {
     "controller_raise_gain": 1.0,
     # ... and with the mean of a two-score signal's hypergradients; the _agree rows set their own (session 13).
     "controller_signal_combination": "mean",
+    # ... and free to cut the LR after the schedule's peak; the _floor row sets its own (session 16).
+    "controller_floor_after_peak": False,
 }
 # (label, note, HDETConfig fields) of the controller ideas measured for issue 10.
 CONTROLLER_IDEAS = (
