@@ -345,7 +345,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         if self.controller_active() and bool(gathered.scored.any()):
             report.controller_active = True
             if self.config.controller_floor_after_peak and self.lrs.schedule_lrs:
-                # The LR hyperparameter's schedule value (without the controller's factor) at this converge.
+                # The base schedule's value (largest param group, without the controller's factor) here.
                 lr_scales = {n: v for n, v in report.scale.items() if self.registry.hparams[n].is_lr}
                 self.peak_floor.observe(
                     max(self.lrs.schedule_lrs), lr_scales, armed=self.step >= self.horizon_start_step
@@ -360,14 +360,13 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
             )
             if kind is not None and LR in infos:
                 self.paired_votes.record(kind, infos[LR]["raw_delta"])
-            for name in infos:
+            for name, info in infos.items():
                 floor = self.peak_floor.floor(name)
                 if floor is not None:
                     self.registry.clamp_controller(name, floor)
-                    infos[name]["scale"] = self.registry.controllers[name].scale
-            for name, info in infos.items():
                 report.weights = info["weights"]  # identical for every hyperparameter
-                report.delta[name], report.velocity[name] = info["delta"], info["velocity"]
+                report.delta[name] = info["delta"]
+                report.velocity[name] = self.controllers[name].velocity
                 report.scale[name] = self.controllers[name].scale
             if self.config.converge_weights == "fitness":
                 self.fitness.observe(signal, gathered.scored)
