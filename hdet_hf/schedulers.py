@@ -144,8 +144,8 @@ class OneCycleAutoLR(OneCycleLR):
     where the horizon takes over; before it the lower of two alternating comparisons moves the LR.
     ``raise_gain`` (``--hdet_controller_raise_gain``, default 2): with ``controller_update="multiplicative"``,
     moves that raise the LR are this many times ``lr_of_lr``; the paper's additive update ignores it.
-    ``floor_after_peak`` (``--hdet_controller_floor_after_peak``): once OneCycle's LR starts to fall, the
-    controller no longer lowers the LR below the factor it had at the peak.
+    ``floor_after_peak`` (``--hdet_controller_floor_after_peak``, default True): once OneCycle's LR falls and
+    ``comparison_horizon_start`` is passed, the controller no longer lowers the LR below the factor it had then.
 
     Example:
         >>> import torch
