@@ -222,7 +222,8 @@ class HDETConfig:
             "decay would have kept (BENCHMARKS.md, readings 16 and 21). Default since session 16: from 3x "
             "above the best LR it ended below the previous default on 11 of 13 seeds of four tasks and within "
             "0.1 points on the other two (the held-out task: 1.000x the sweep's best instead of 1.020x), and "
-            "at the best LR and from 10x below the same or better. --no_hdet_controller_floor_after_peak (or HDETConfig(controller_floor_after_peak=False)) brings back cuts for the whole exploration."
+            "at the best LR and from 10x below the same or better. --no_hdet_controller_floor_after_peak "
+            "(or HDETConfig(controller_floor_after_peak=False)) brings back cuts for the whole exploration."
         },
     )
     controller_max_factor: float = field(

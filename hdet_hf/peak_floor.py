@@ -1,12 +1,12 @@
 """No net cut after the base schedule's peak (``--hdet_controller_floor_after_peak``).
 
-Once the base LR schedule has started to decay and the early phase is over (``--hdet_comparison_horizon_start``,
-30 % of the run; on OneCycle, the default base schedule, both happen at 30 %), the controller may still raise
-the LR and take such raises back, but it does not lower the LR below the factor it had then. With a short
-warm-up (the Trainer's linear or cosine schedules) cuts stay allowed until the early phase ends; on a
-warm-up/stable/decay schedule the decay starts after exploration, so nothing changes there. Why: a too-high LR does its
-damage before and around the peak; after it, the schedule's own decay removes the noise a high LR leaves, and a
-cut only gives up progress. A DDP run started 3x too high and cut to the best LR at 30 % of the run or later
+Once the base LR schedule has started to decay and the early phase is over
+(``--hdet_comparison_horizon_start``, 30 % of the run; on OneCycle, the default base schedule, both happen at
+30 %), the controller may still raise the LR and take such raises back, but it does not lower the LR below the
+factor it had then. With a short warm-up (the Trainer's linear or cosine schedules) cuts stay allowed until the
+early phase ends; on a warm-up/stable/decay schedule the decay starts after exploration, so nothing changes
+there. Why: a too-high LR does its damage before and around the peak; after it, the schedule's own decay
+removes the noise a high LR leaves, and a cut only gives up progress. A DDP run started 3x too high and cut to the best LR at 30 % of the run or later
 ended worse than the same run not cut at all (BENCHMARKS.md, reading 16), and the default controller's cuts
 from 3x above cost 1-2 points on tasks where the ensemble alone matched DDP (reading 19).
 
