@@ -3,6 +3,7 @@ resume, is in test_engine_distributed.py."""
 
 from __future__ import annotations
 
+from hdet_hf.controller import ControllerState
 from hdet_hf.peak_floor import PeakFloor
 from hdet_hf.registry import HyperparameterRegistry
 
@@ -29,9 +30,9 @@ def test_the_floor_is_the_factor_at_the_first_armed_converge_that_sees_the_sched
 
 def test_clamping_raises_a_factor_below_the_floor_and_drops_its_downward_velocity():
     registry = HyperparameterRegistry(2, 0, 0.5, True, 1, 100)
-    registry.controllers["lr"] = type(registry.controllers["lr"])(scale=0.3, velocity=-0.2)
+    registry.controllers["lr"] = ControllerState(scale=0.3, velocity=-0.2)
     registry.clamp_controller("lr", 0.5)
     assert (registry.controllers["lr"].scale, registry.controllers["lr"].velocity) == (0.5, 0.0)
-    registry.controllers["lr"] = type(registry.controllers["lr"])(scale=0.8, velocity=-0.1)  # above it: untouched
+    registry.controllers["lr"] = ControllerState(scale=0.8, velocity=-0.1)  # above it: untouched
     registry.clamp_controller("lr", 0.5)
     assert (registry.controllers["lr"].scale, registry.controllers["lr"].velocity) == (0.8, -0.1)
