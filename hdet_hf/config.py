@@ -226,6 +226,24 @@ class HDETConfig:
             "(or HDETConfig(controller_floor_after_peak=False)) brings back cuts for the whole exploration."
         },
     )
+    controller_line_search_threshold: float = field(
+        default=0.0,
+        metadata={
+            "help": "Far below the right LR, let the probe's line search size a raise: a quadratic fit of the "
+            "replicas' probe losses against their multipliers gives the multiple m* of the current LR that the "
+            "probe would step. When a raise passes the controller's checks and m* was >= this threshold at "
+            "this converge and the previous one, the raise is at least min(m*/threshold, "
+            "--hdet_controller_line_search_max_raise). 0 = off. Needs a probe signal (train_and_*, probe, "
+            "averaged_probe) and >= 3 replicas; otherwise it does nothing. See hdet_hf/line_search.py."
+        },
+    )
+    controller_line_search_max_raise: float = field(
+        default=2.0,
+        metadata={
+            "help": "The largest factor one line-search raise may take (--hdet_controller_line_search_threshold); "
+            "> 1. Bounds a move when the probe's line has no curvature to measure (m* infinite)."
+        },
+    )
     controller_max_factor: float = field(
         default=10.0,
         metadata={
@@ -558,6 +576,18 @@ class HDETConfig:
                 f"{_flag('controller_raise_gain')} must be a finite number >= 1, but got "
                 f"{self.controller_raise_gain!r}: it multiplies lambda for moves that raise the base LR. Use 2 "
                 "(the default) or 1 to move both ways alike."
+            )
+        if not (math.isfinite(self.controller_line_search_threshold) and self.controller_line_search_threshold >= 0):
+            raise ValueError(
+                f"{_flag('controller_line_search_threshold')} must be a finite number >= 0 (0 = off), but got "
+                f"{self.controller_line_search_threshold!r}"
+            )
+        if not (
+            math.isfinite(self.controller_line_search_max_raise) and self.controller_line_search_max_raise > 1.0
+        ):
+            raise ValueError(
+                f"{_flag('controller_line_search_max_raise')} must be a finite number > 1, but got "
+                f"{self.controller_line_search_max_raise!r}"
             )
         if not (math.isfinite(self.controller_max_factor) and self.controller_max_factor > 1.0):
             raise ValueError(

@@ -38,6 +38,7 @@ from .fitness import FitnessWeights
 from .health import HDETDivergenceError, ReplicaHealth
 from .horizon import HorizonOffsets, PairedVotes, horizon_decay
 from .learning_rates import LearningRates
+from .line_search import LineSearchRaise, line_search_optimum
 from .outer import OuterStep
 from .peak_floor import PeakFloor
 from .process import rank_and_world_size
@@ -122,6 +123,10 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         self.horizon_start_step = config.resolve_warmup_steps(total_steps, "comparison_horizon_start")
         self.paired_votes = PairedVotes()  # before that step, with early_comparison="lower_of_both"
         self.peak_floor = PeakFloor()  # --hdet_controller_floor_after_peak: no net cut once the schedule decays
+        # --hdet_controller_line_search_threshold: far below the right LR, the probe's line search sizes a raise.
+        self.line_search = LineSearchRaise(
+            config.controller_line_search_threshold, config.controller_line_search_max_raise
+        )
         self.lrs = LearningRates(optimizer, self.registry, self.recorder.record.lr_per_step)
         self.window = ScoreWindow()
         self.outer = OuterStep(config.outer_lr, config.outer_momentum)
@@ -360,6 +365,8 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
             )
             if kind is not None and LR in infos:
                 self.paired_votes.record(kind, infos[LR]["raw_delta"])
+            if LR in infos and self.line_search.enabled:
+                self._raise_by_line_search(LR, gathered, infos[LR]["delta"], before=report.scale[LR])
             for name, info in infos.items():
                 floor = self.peak_floor.floor(name)
                 if floor is not None:
@@ -390,6 +397,17 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         self.window.diverged = False
         self.steps_in_interval = 0
         return report
+
+    def _raise_by_line_search(self, name: str, gathered: GatheredStats, delta: float, before: float) -> None:
+        """Make a passed raise at least the probe's line search allows (`line_search`); probe rows only."""
+        probed = self.config.controller_signal != "train_loss"
+        optimum = None
+        if probed:
+            multipliers = torch.tensor(gathered.multipliers[name], dtype=torch.float64)
+            optimum = line_search_optimum(multipliers, gathered.signals, gathered.scored)
+        factor = self.line_search.observe(optimum)
+        if delta > 0 and factor > 1.0:
+            self.registry.clamp_controller(name, min(before * factor, self.settings.max_factor))
 
     def _record(self, report: ConvergeReport) -> None:
         """Regular converges enter the run record's trajectory; every converge is the shells' `last_report`."""

@@ -45,7 +45,8 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # early_comparison existed) was the one-interval fan-out.
 # Session-10 controller_raise_gain: earlier checkpoints moved both ways alike. Session-13
 # controller_signal_combination: earlier checkpoints took the mean of the two signals. Session-16
-# controller_floor_after_peak: earlier checkpoints had no floor.
+# controller_floor_after_peak: earlier checkpoints had no floor. Session-17 controller_line_search_*:
+# earlier checkpoints had no line-search raise.
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,
@@ -53,6 +54,8 @@ LEGACY_VALUES = {
     "controller_raise_gain": 1.0,
     "controller_signal_combination": "mean",
     "controller_floor_after_peak": False,
+    "controller_line_search_threshold": 0.0,
+    "controller_line_search_max_raise": 2.0,
 }
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
 PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
@@ -108,6 +111,7 @@ def state_dict(engine: HDETEngine) -> dict[str, Any]:
         **engine.fitness.state_dict(),
         **engine.paired_votes.state_dict(),
         **engine.peak_floor.state_dict(),
+        **engine.line_search.state_dict(),
         # Checked on load: a resume must continue the same configuration (`check_resumed_settings`).
         "config": engine.config.to_dict(),
         "total_steps": engine.total_steps,
@@ -149,6 +153,7 @@ def load_state_dict(engine: HDETEngine, state: Any, *, elastic: bool, source: st
     engine.fitness.load_state_dict(state)
     engine.paired_votes.load_state_dict(state)
     engine.peak_floor.load_state_dict(state)
+    engine.line_search.load_state_dict(state)
     engine.apply_values()
     if not resized:
         return []
@@ -365,6 +370,15 @@ def validate_state(state: dict[str, Any], source: str) -> None:
         and all(is_number(v) and math.isfinite(v) and v > 0 for v in peak_floor.get("floors", {}).values())
     ):
         fail("peak_floor", "None or a dict with a finite peak (or None) and floors > 0", peak_floor)
+    line_search = state.get("line_search")
+    if line_search is not None and not (
+        isinstance(line_search, dict)
+        and (
+            line_search.get("last_optimum") is None
+            or (is_number(line_search["last_optimum"]) and line_search["last_optimum"] >= 0)
+        )
+    ):
+        fail("line_search", "None or a dict with last_optimum None or a number >= 0 (inf allowed)", line_search)
     if not (isinstance(state["trajectory"], list) and all(isinstance(t, dict) for t in state["trajectory"])):
         fail("trajectory", "a list of dicts", state["trajectory"])
     values = state.get("values_per_step", {})

@@ -383,6 +383,16 @@ CASES: list[ErrorCase] = [
         "--hdet_controller_raise_gain", "0.5", match=r"--hdet_controller_raise_gain must be a finite number >= 1.*got 0.5"
     ),
     _flags(
+        "--hdet_controller_line_search_threshold",
+        "-1",
+        match=r"--hdet_controller_line_search_threshold must be a finite number >= 0 \(0 = off\).*got -1",
+    ),
+    _flags(
+        "--hdet_controller_line_search_max_raise",
+        "1.0",
+        match=r"--hdet_controller_line_search_max_raise must be a finite number > 1.*got 1.0",
+    ),
+    _flags(
         "--hdet_controller_max_factor",
         "1.0",
         match=r"--hdet_controller_max_factor must be a finite number > 1",

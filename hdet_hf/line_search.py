@@ -1,0 +1,103 @@
+"""Far below the right LR, let the probe's line search size a raise (``--hdet_controller_line_search_threshold``).
+
+In shared mode the replicas of one interval lie on one line: after a step-size fan-out replica r is at
+``start + m_r * D``, after a horizon interval at ``average + D + c (m_r - 1) Z`` (`horizon`). So the probe losses
+of a converge sample one function of the multiplier, ``loss(m)``, and a quadratic fit through them gives that
+line search's optimum ``m*``: how many times the current LR the probe would step along the run's direction.
+
+The controller's softmax reduces every comparison to a ranking (`controller.loss_weights`), so one move is at
+most about ``gain x lambda x 0.15`` in log scale however far the LR is from right: from 10x below it needs a
+dozen agreeing converges, and by then most of what a slow start loses is lost (BENCHMARKS.md, reading 15).
+The line search tells the two apart. At the sweep's best LR its optimum was 1-2.6 on five tasks (the probe
+favours long steps); 10x below, 4 to infinity (progress exactly proportional to the step: a straight line).
+
+So when a raise passes the controller's own checks (the gated hypergradient is > 0) and the optimum was at or
+beyond ``threshold`` at this converge *and* the previous one (one converge's line can be straight by chance at a
+too-high LR, where the next one bends back), the raise is at least ``min(m* / threshold, max_raise)``: dividing
+by the threshold allows for the probe's bias towards long steps, and the cap bounds one move when the line
+has no curvature to measure. The controller's own bounds (``--hdet_controller_max_factor``) still apply.
+
+Pure math: the engine hands in each converge's multipliers and probe losses.
+
+Example:
+    >>> import torch
+    >>> m = torch.tensor([0.75, 0.9167, 1.0833, 1.25])
+    >>> round(line_search_optimum(m, 2.0 - 0.1 * m + 0.01 * m**2), 3)   # a parabola with its minimum at 5
+    5.0
+    >>> raises = LineSearchRaise(threshold=4.0, max_raise=2.0)
+    >>> raises.observe(5.0), raises.observe(6.0)   # the second of two far optima in a row
+    (1.0, 1.5)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+__all__ = ["line_search_optimum", "LineSearchRaise"]
+
+# Fewer distinct multipliers than a parabola's three parameters leave its curvature unknown.
+MIN_POINTS = 3
+
+
+def line_search_optimum(
+    multipliers: torch.Tensor, losses: torch.Tensor, mask: torch.Tensor | None = None
+) -> float | None:
+    """The minimiser ``m*`` of a least-squares parabola through ``(m_r, loss_r)``.
+
+    ``inf`` when the loss falls along the whole line and the fit has no upward curvature (straight or bending
+    down: the optimum is beyond anything measured); ``0.0`` when it rises along it without upward curvature;
+    None with fewer than three distinct finite points (``mask`` drops ranks, e.g. unhealthy ones).
+    """
+    m, y = multipliers.double().flatten(), losses.double().flatten()
+    keep = torch.isfinite(m) & torch.isfinite(y)
+    if mask is not None:
+        keep &= mask.flatten().bool()
+    m, y = m[keep], y[keep]
+    if m.unique().numel() < MIN_POINTS:
+        return None
+    # Centre and scale the multipliers: the spread is narrow (0.75-1.25), and the raw Vandermonde matrix is
+    # badly conditioned in float64 for tiny spreads.
+    centre, width = float(m.mean()), float(m.std(unbiased=False))
+    x = (m - centre) / width
+    design = torch.stack([torch.ones_like(x), x, x * x], dim=1)
+    coeffs = torch.linalg.lstsq(design, y.unsqueeze(1)).solution.flatten()
+    slope, curvature = float(coeffs[1]), float(coeffs[2])
+    # Relative to the loss's own variation: a curvature below float noise is no curvature.
+    if curvature <= 1e-12 * max(1.0, abs(slope)):
+        if slope < 0:
+            return math.inf
+        return 0.0
+    return max(0.0, centre + width * (-slope / (2.0 * curvature)))
+
+
+class LineSearchRaise:
+    """The raise factor the line search allows at each converge (1.0: none), and the last optimum seen."""
+
+    def __init__(self, threshold: float, max_raise: float) -> None:
+        self.threshold = threshold
+        self.max_raise = max_raise
+        self.last_optimum: float | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.threshold > 0
+
+    def observe(self, optimum: float | None) -> float:
+        """Take in this converge's optimum (None: no fit) and return the least raise factor it allows."""
+        previous, self.last_optimum = self.last_optimum, optimum
+        if not self.enabled or optimum is None or previous is None:
+            return 1.0
+        if optimum < self.threshold or previous < self.threshold:
+            return 1.0
+        return max(1.0, min(optimum / self.threshold, self.max_raise))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"line_search": {"last_optimum": self.last_optimum}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        saved = state.get("line_search") or {}
+        last = saved.get("last_optimum")
+        self.last_optimum = None if last is None else float(last)
