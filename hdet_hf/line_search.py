@@ -55,22 +55,37 @@ def line_search_optimum(
     keep = torch.isfinite(m) & torch.isfinite(y)
     if mask is not None:
         keep &= mask.flatten().bool()
-    m, y = m[keep], y[keep]
-    if m.unique().numel() < MIN_POINTS:
+    points = list(zip(m[keep].tolist(), y[keep].tolist()))
+    if len({x for x, _ in points}) < MIN_POINTS:
         return None
-    # Centre and scale the multipliers: the spread is narrow (0.75-1.25), and the raw Vandermonde matrix is
-    # badly conditioned in float64 for tiny spreads.
-    centre, width = float(m.mean()), float(m.std(unbiased=False))
-    x = (m - centre) / width
-    design = torch.stack([torch.ones_like(x), x, x * x], dim=1)
-    coeffs = torch.linalg.lstsq(design, y.unsqueeze(1)).solution.flatten()
-    slope, curvature = float(coeffs[1]), float(coeffs[2])
-    # Relative to the loss's own variation: a curvature below float noise is no curvature.
+    # Plain Python floats in a fixed order, not LAPACK: every rank must get the same bits from the same
+    # gathered numbers, or a threshold test could go one way on one rank and the other way on another.
+    # Centred and scaled multipliers keep the normal equations well conditioned for narrow spreads.
+    centre = math.fsum(x for x, _ in points) / len(points)
+    width = math.sqrt(math.fsum((x - centre) ** 2 for x, _ in points) / len(points))
+    xs = [(x - centre) / width for x, _ in points]
+    ys = [v for _, v in points]
+    slope, curvature = _parabola(xs, ys)
+    # Relative to the slope: a curvature at rounding level is no curvature.
     if curvature <= 1e-12 * max(1.0, abs(slope)):
-        if slope < 0:
-            return math.inf
-        return 0.0
+        return math.inf if slope < 0 else 0.0
     return max(0.0, centre + width * (-slope / (2.0 * curvature)))
+
+
+def _parabola(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares ``y = a + b x + c x**2`` through points with mean(x) 0: returns (b, c)."""
+    n = len(xs)
+    s2 = math.fsum(x**2 for x in xs)
+    s3 = math.fsum(x**3 for x in xs)
+    s4 = math.fsum(x**4 for x in xs)
+    t0 = math.fsum(ys)
+    t1 = math.fsum(x * y for x, y in zip(xs, ys))
+    t2 = math.fsum(x * x * y for x, y in zip(xs, ys))
+    # Normal equations [[n, 0, s2], [0, s2, s3], [s2, s3, s4]] (a, b, c) = (t0, t1, t2), solved by Cramer's rule.
+    det = n * (s2 * s4 - s3 * s3) - s2 * s2 * s2
+    b = (n * (t1 * s4 - s3 * t2) + s2 * (s3 * t0 - s2 * t1)) / det
+    c = (n * (s2 * t2 - s3 * t1) - s2 * s2 * t0) / det
+    return b, c
 
 
 class LineSearchRaise:

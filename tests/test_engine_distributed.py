@@ -5,6 +5,7 @@ The converge and controller tests also run on NCCL, one GPU per process (``pytes
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from distributed import gloo_only, load_ranks, skip_unless_backend_fits, test_backend, torchrun
@@ -79,6 +80,39 @@ def test_no_net_cut_after_the_schedules_peak(tmp_path):
         assert on["scales"][first:] == [floor] * (len(on["scales"]) - first)
         assert off["scales"][-1] < floor
     assert runs["resumed"] == runs["on"]
+
+def _parabola_optimum(multipliers: list[float], losses: list[float]) -> float:
+    """The line search's optimum, computed here with numpy (the library fits with torch)."""
+    c2, c1, _ = np.polyfit(multipliers, losses, 2)
+    return -c1 / (2 * c2)
+
+
+def test_line_search_sizes_a_raise_far_below_the_right_lr(tmp_path):
+    """--hdet_controller_line_search_threshold on 3 processes: while the probe's line search puts the best step
+    at >= 4x the current one at this converge and the last, a raise is at least min(m*/4, 2), up to the
+    controller's bound; the first such converge and a near optimum change nothing; a resume continues it."""
+    skip_unless_backend_fits(3)
+    torchrun("engine_worker.py", 3, ["line_search", str(tmp_path)])
+    ranks = load_ranks(tmp_path, 3)
+    assert ranks[1] == ranks[0] and ranks[2] == ranks[0]
+    runs = ranks[0]
+    off, on = runs["off"]["converges"], runs["on"]["converges"]
+    # The first converge only records its optimum; with nothing to compare yet, the same move as without.
+    assert on[0]["scale"] == off[0]["scale"]
+    boosted = 0
+    for previous, current in zip(on, on[1:]):
+        optima = [_parabola_optimum(c["multipliers"], c["probe_losses"]) for c in (previous, current)]
+        if min(optima) >= 4.0 and current["delta"] > 0:
+            expected = min(previous["scale"] * min(optima[1] / 4.0, 2.0), 10.0)
+            assert current["scale"] >= expected * (1 - 1e-9)
+            boosted += 1
+    assert boosted >= 2 and on[-1]["scale"] == pytest.approx(10.0)
+    # Without it the climb is slower at every converge after the first.
+    assert all(a["scale"] > b["scale"] for a, b in zip(on[1:4], off[1:4]))
+    # Near the optimum the line search never reaches 4: nothing changes, bit for bit.
+    assert runs["near_on"]["converges"] == runs["near_off"]["converges"]
+    assert runs["resumed"] == runs["on"]
+
 
 def test_onecycleautolr_spreads_and_averages_across_processes(tmp_path):
     gloo_only()

@@ -264,6 +264,9 @@ def test_settings_that_only_change_memory_may_change_on_resume():
         ({"outer_anchors": [torch.zeros(3)]}, r"field 'outer_anchors' does not match this model's 2 trainable"),
         ({"peak_floor": {"peak": 1e-3, "floors": {"lr": 0.0}}}, r"field 'peak_floor' must be None or a dict"),
         ({"peak_floor": {"peak": math.nan, "floors": {}}}, r"field 'peak_floor' must be None or a dict"),
+        ({"line_search": {"last_optimum": -1.0}}, r"field 'line_search' must be None or a dict"),
+        ({"line_search": {"last_optimum": math.nan}}, r"field 'line_search' must be None or a dict"),
+        ({"line_search": [4.0]}, r"field 'line_search' must be None or a dict"),
     ],
 )
 def test_edited_state_values_are_refused_with_the_field(changes, match):

@@ -365,6 +365,57 @@ def scenario_peak_floor(rank: int, world: int) -> dict:
         "early_on": run(True, peak_at_2, early_end=0.5),
     }
 
+def scenario_line_search(rank: int, world: int) -> dict:
+    """One weight climbs at a constant gradient, so replica r ends an interval at w + lr x m_r x T and the probe
+    ``(w - target)**2`` is a parabola in the multiplier with its optimum at (target - w) / (lr x T). With
+    --hdet_controller_line_search_threshold 4, off, for a near target (the optimum stays below 4), and
+    resumed from a checkpoint between two converges."""
+
+    def run(threshold: float, target: float, resume_at: int | None = None) -> dict:
+        def engine_for() -> tuple[HDETEngine, nn.Linear]:
+            model = nn.Linear(1, 1, bias=False).to(device())
+            with torch.no_grad():
+                model.weight.zero_()
+            config = HDETConfig(
+                sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, controller_signal="probe",
+                controller_lr=0.5, explore_until=1.0, controller_floor_after_peak=False, comparison_horizon=0.0,
+                controller_line_search_threshold=threshold, controller_line_search_max_raise=2.0,
+            )
+            engine = HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-2), total_steps=24)
+            engine.probe_fn = lambda: float((model.weight.detach().double() - target).pow(2).sum())
+            return engine, model
+
+        engine, model = engine_for()
+        engine.apply_lr([1e-2])
+        converges = []
+        for step in range(1, 25):
+            model.zero_grad()
+            (-model.weight.sum()).backward()  # the gradient is -1 on every rank: the weight climbs
+            engine.optimizer.step()
+            engine.add_loss(torch.tensor(1.0, device=device()))
+            report = engine.end_step()
+            if step == resume_at:
+                saved, weight = engine.state_dict(), model.weight.detach().clone()
+                engine, model = engine_for()
+                with torch.no_grad():
+                    model.weight.copy_(weight)
+                engine.load_state_dict(saved)
+            engine.apply_lr([1e-2])
+            if report is not None and report.regular:
+                converges.append({
+                    "step": step, "scale": report.scale["lr"], "multipliers": report.multipliers["lr"],
+                    "probe_losses": report.probe_losses, "delta": report.delta.get("lr"),
+                })
+        return {"converges": converges, "last_optimum": engine.line_search.last_optimum}
+
+    return {
+        "off": run(0.0, target=2.0),
+        "on": run(4.0, target=2.0),
+        "resumed": run(4.0, target=2.0, resume_at=9),
+        "near_off": run(0.0, target=0.05),
+        "near_on": run(4.0, target=0.05),
+    }
+
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     init_process_group()

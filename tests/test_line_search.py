@@ -1,0 +1,85 @@
+"""`line_search` (``--hdet_controller_line_search_threshold``) as pure math; the engine-level behaviour, with
+real processes, is `test_engine_distributed.py::test_line_search_sizes_a_raise_far_below_the_right_lr`."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from hdet_hf import HDETConfig
+from hdet_hf.line_search import LineSearchRaise, line_search_optimum
+
+SPREAD = torch.tensor([0.75, 11 / 12, 13 / 12, 1.25], dtype=torch.float64)  # four replicas at the default spread 0.25
+
+
+@pytest.mark.parametrize("optimum", [0.6, 1.0, 2.5, 4.0, 9.0])
+def test_the_optimum_of_an_exact_parabola_in_any_rank_order(optimum):
+    losses = 3.0 + 0.2 * (SPREAD - optimum) ** 2
+    order = torch.tensor([2, 0, 3, 1])
+    assert line_search_optimum(SPREAD[order], losses[order]) == pytest.approx(optimum, rel=1e-9)
+
+
+def test_it_agrees_with_numpy_on_noisy_losses():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        m = torch.tensor(rng.uniform(0.5, 1.5, size=6))
+        losses = torch.tensor(rng.normal(size=6))
+        c2, c1, _ = np.polyfit(m.numpy(), losses.numpy(), 2)
+        expected = max(0.0, -c1 / (2 * c2)) if c2 > 0 else (math.inf if c1 + 2 * c2 * float(m.mean()) < 0 else 0.0)
+        got = line_search_optimum(m, losses)
+        if c2 > 1e-6:
+            assert got == pytest.approx(expected, rel=1e-7, abs=1e-9)
+
+
+def test_a_straight_line_has_no_measured_optimum():
+    # Progress proportional to the step (far below the right LR): the optimum is beyond anything measured.
+    assert line_search_optimum(SPREAD, 5.0 - 0.1 * SPREAD) == math.inf
+    # Bending down is no better measured than straight.
+    assert line_search_optimum(SPREAD, 5.0 - 0.1 * SPREAD - 0.05 * SPREAD**2) == math.inf
+    # Rising along the whole line: the smallest step is best.
+    assert line_search_optimum(SPREAD, 5.0 + 0.1 * SPREAD) == 0.0
+
+
+def test_too_few_points_or_masked_and_non_finite_ranks():
+    assert line_search_optimum(torch.tensor([0.5, 1.5]), torch.tensor([1.0, 0.5])) is None
+    assert line_search_optimum(torch.tensor([1.0, 1.0, 1.0]), torch.tensor([1.0, 0.5, 0.7])) is None
+    losses = 3.0 + 0.2 * (SPREAD - 2.0) ** 2
+    # A masked rank and a non-finite loss leave three and then too few points.
+    assert line_search_optimum(SPREAD, losses, torch.tensor([True, True, True, False])) == pytest.approx(2.0)
+    broken = losses.clone()
+    broken[0] = float("nan")
+    assert line_search_optimum(SPREAD, broken, torch.tensor([True, True, True, False])) is None
+
+
+def test_a_raise_needs_two_far_optima_in_a_row_and_is_capped():
+    raises = LineSearchRaise(threshold=4.0, max_raise=2.0)
+    assert raises.observe(6.0) == 1.0  # nothing to compare with yet
+    assert raises.observe(6.0) == pytest.approx(1.5)  # 6 / 4
+    assert raises.observe(math.inf) == 2.0  # the cap
+    assert raises.observe(3.9) == 1.0  # this one is near
+    assert raises.observe(100.0) == 1.0  # the last one was near
+    assert raises.observe(None) == 1.0 and raises.observe(8.0) == 1.0  # a converge without a fit breaks the run
+    assert raises.observe(4.0) == 1.0  # at the threshold: allowed, but a factor of 1
+    off = LineSearchRaise(threshold=0.0, max_raise=2.0)
+    assert not off.enabled and off.observe(50.0) == 1.0 and off.observe(50.0) == 1.0
+
+
+def test_state_round_trip():
+    raises = LineSearchRaise(threshold=4.0, max_raise=2.0)
+    raises.observe(math.inf)
+    restored = LineSearchRaise(threshold=4.0, max_raise=2.0)
+    restored.load_state_dict(raises.state_dict())
+    assert restored.last_optimum == math.inf and restored.observe(8.0) == 2.0
+    empty = LineSearchRaise(threshold=4.0, max_raise=2.0)
+    empty.load_state_dict({})  # a checkpoint from before the option existed
+    assert empty.last_optimum is None
+
+
+def test_config_validation():
+    assert HDETConfig(controller_line_search_threshold=4.0).controller_line_search_threshold == 4.0
+    for bad in (-1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="--hdet_controller_line_search_threshold must be a finite number >= 0"):
+            HDETConfig(controller_line_search_threshold=bad)
+    with pytest.raises(ValueError, match="--hdet_controller_line_search_max_raise must be a finite number > 1"):
+        HDETConfig(controller_line_search_max_raise=1.0)
