@@ -146,6 +146,8 @@ class OneCycleAutoLR(OneCycleLR):
     moves that raise the LR are this many times ``lr_of_lr``; the paper's additive update ignores it.
     ``floor_after_peak`` (``--hdet_controller_floor_after_peak``, default True): once OneCycle's LR falls and
     ``comparison_horizon_start`` is passed, the controller no longer lowers the LR below the factor it had then.
+    ``line_search_threshold`` (``--hdet_controller_line_search_threshold``): with ``probe_fn`` and >= 3 processes,
+    far below the right LR the probe's line search sizes a raise (`hdet_hf.line_search`); 0 turns it off.
 
     Example:
         >>> import torch
@@ -193,6 +195,7 @@ class OneCycleAutoLR(OneCycleLR):
         comparison_horizon_start: float = HDETConfig.comparison_horizon_start,
         raise_gain: float = HDETConfig.controller_raise_gain,
         floor_after_peak: bool = HDETConfig.controller_floor_after_peak,
+        line_search_threshold: float = HDETConfig.controller_line_search_threshold,
     ) -> None:
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
@@ -271,6 +274,7 @@ class OneCycleAutoLR(OneCycleLR):
             comparison_horizon_start=comparison_horizon_start,
             controller_raise_gain=raise_gain,
             controller_floor_after_peak=floor_after_peak,
+            controller_line_search_threshold=line_search_threshold,
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
             controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )
