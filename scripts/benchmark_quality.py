@@ -76,6 +76,7 @@ PAPER_CONTROLLER = {
     "explore_until": RECORDED_EXPLORE_UNTIL,
     "comparison_horizon": 0.0,  # one-interval comparisons: recorded before the horizon existed
     "controller_floor_after_peak": False,  # recorded before session 16
+    "controller_line_search_threshold": 0.0,  # recorded before session 17
 }
 # The library's defaults when these results were recorded ("library default" in BENCHMARKS.md), pinned so a
 # rerun reproduces them; the tuned settings below have been the defaults since.
@@ -88,6 +89,7 @@ FIRST_DEFAULTS = {
     "controller_raise_gain": 1.0,  # recorded before raises took a larger step (session 10)
     "controller_signal_combination": "mean",  # recorded before session 13
     "controller_floor_after_peak": False,  # recorded before session 16
+    "controller_line_search_threshold": 0.0,  # recorded before session 17
 }
 # The improved controller shown next to the paper's and the library's (chosen from pilot runs, see BENCHMARKS.md).
 TUNED_CONTROLLER = {
@@ -104,6 +106,8 @@ TUNED_CONTROLLER = {
     "controller_signal_combination": "mean",
     # ... and free to cut the LR after the schedule's peak; the _floor row sets its own (session 16).
     "controller_floor_after_peak": False,
+    # ... and without the line search's raises; the _ls4 row sets its own (session 17).
+    "controller_line_search_threshold": 0.0,
 }
 # (label, note, HDETConfig fields) of the controller ideas measured for issue 10.
 CONTROLLER_IDEAS = (
