@@ -227,14 +227,18 @@ class HDETConfig:
         },
     )
     controller_line_search_threshold: float = field(
-        default=0.0,
+        default=4.0,
         metadata={
             "help": "Far below the right LR, let the probe's line search size a raise: a quadratic fit of the "
             "replicas' probe losses against their multipliers gives the multiple m* of the current LR that the "
             "probe would step. When a raise passes the controller's checks and m* was >= this threshold at "
             "this converge and the previous one, the raise is at least min(m*/threshold, "
             "--hdet_controller_line_search_max_raise). 0 = off. Needs a probe signal (train_and_*, probe, "
-            "averaged_probe) and >= 3 replicas; otherwise it does nothing. See hdet_hf/line_search.py."
+            "averaged_probe) and >= 3 replicas; otherwise it does nothing. Default since session 17: at the "
+            "best LR m* stayed below 4 on five tasks, 10x below it was 4 to infinite early in the run. From "
+            "10x below it ended 1.671x the sweep's best on the pretrained classifier (was 2.295x, 3 seeds) and "
+            "1.036x on a held-out task (1.052x), 1.007x on the 300-step task (1.001x, 5 seeds); at the best LR "
+            "and from 3x above every run measured was bit-identical (BENCHMARKS.md, reading 22)."
         },
     )
     controller_line_search_max_raise: float = field(

@@ -236,6 +236,23 @@ def test_a_checkpoint_from_before_the_signal_combination_resumes_only_with_mean(
     _engine(auto_lr=True, controller_signal_combination="mean").load_state_dict(state)
 
 
+def test_a_checkpoint_from_before_the_line_search_resumes_only_with_it_off():
+    """Checkpoints written before --hdet_controller_line_search_threshold had no line-search raises: resuming one
+    under the default 4 would change the controller mid-run, so it is refused by name, and accepted with 0."""
+    state = _engine(auto_lr=True).state_dict()
+    del state["config"]["controller_line_search_threshold"], state["config"]["controller_line_search_max_raise"]
+    del state["line_search"]
+    with pytest.raises(
+        ValueError,
+        match=r"saved with --hdet_controller_line_search_threshold 0.0, but this run has "
+        r"--hdet_controller_line_search_threshold 4.0",
+    ):
+        _engine(auto_lr=True).load_state_dict(state)
+    engine = _engine(auto_lr=True, controller_line_search_threshold=0.0)
+    engine.load_state_dict(state)
+    assert engine.line_search.last_optimum is None
+
+
 def test_a_hyperparameter_added_on_resume_is_refused_by_name():
     saved = _engine().state_dict()
     engine = _engine()
