@@ -237,7 +237,7 @@ class HDETConfig:
             "averaged_probe) and >= 3 replicas; otherwise it does nothing. Default since session 17: at the "
             "best LR m* stayed below 4 on five tasks, 10x below it was 4 to infinite early in the run. From "
             "10x below it ended 1.671x the sweep's best on the pretrained classifier (was 2.295x, 3 seeds) and "
-            "1.036x on a held-out task (1.052x), 1.007x on the 300-step task (1.001x, 5 seeds); at the best LR "
+            "1.036x on a held-out task (1.048x), 1.007x on the 300-step task (1.001x, 5 seeds); at the best LR "
             "and from 3x above every run measured was bit-identical (BENCHMARKS.md, reading 22)."
         },
     )
