@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,16 +50,20 @@ def optima(row: dict[str, Any]) -> list[tuple[float, float, float | None]]:
     return out
 
 
+def optima_by_start(folder: Path, prefix: str) -> Iterator[tuple[str, list[tuple[float, float, float | None]]]]:
+    """(start, `optima` of the row ``<prefix>_<start>``) for each start whose row the folder has."""
+    rows = load_rows(folder)
+    for start in STARTS:
+        row = rows.get(f"{prefix}_{start}")
+        if row is not None:
+            yield start, optima(row)
+
+
 def summarise(folders: Sequence[Path], prefix: str, threshold: float) -> list[dict[str, Any]]:
     """One line per folder and start: converges, how many reach the threshold, and where a raise would act."""
     lines = []
     for folder in folders:
-        rows = load_rows(folder)
-        for start in STARTS:
-            row = rows.get(f"{prefix}_{start}")
-            if row is None:
-                continue
-            points = optima(row)
+        for start, points in optima_by_start(folder, prefix):
             far = [i for i, (_, m, _) in enumerate(points) if m >= threshold]
             acting = [
                 points[i] for i in far
@@ -85,12 +89,7 @@ def plot(folders: Sequence[Path], prefix: str, threshold: float, out: Path) -> N
     labels = {"best": "best LR", "low": "10x below", "high": "3x above"}
     for i, folder in enumerate(folders):
         ax = fig.add_subplot(nrows, ncols, i + 1)
-        rows = load_rows(folder)
-        for start in STARTS:
-            row = rows.get(f"{prefix}_{start}")
-            if row is None:
-                continue
-            points = optima(row)
+        for start, points in optima_by_start(folder, prefix):
             xs = [f for f, _, _ in points]
             ys = [min(max(m, 0.1), PLOT_CEILING) for _, m, _ in points]
             ax.plot(xs, ys, marker="o", markersize=3, linewidth=1, color=colours[start], label=labels[start])
