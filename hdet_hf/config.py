@@ -121,6 +121,17 @@ class HDETConfig:
             "choices": list(EARLY_COMPARISONS),
         },
     )
+    lr_fan_out_spread: float | None = field(
+        default=None,
+        metadata={
+            "help": "With a comparison horizon (> 0): the LR spread of the intervals that compare replicas by "
+            "step size (before --hdet_comparison_horizon_start), in (0, 1). The horizon's offsets and the "
+            "controller's vote keep --hdet_lr_spread (a replica's vote counts as if it had stepped at its "
+            "--hdet_lr_spread multiplier), so a narrower fan-out costs less where the LR is already right "
+            "without slowing the controller; the probe's line search measures at the multipliers actually "
+            "stepped. None (the default): --hdet_lr_spread. Ignored without a horizon."
+        },
+    )
     gradient_sync: str = field(
         default="shared",
         metadata={
@@ -558,6 +569,14 @@ class HDETConfig:
                 f"{_flag('auto_lr')} needs a spread to measure a hypergradient, but {_flag('lr_spread')} is 0: "
                 f"every rank would run the same LR. Set {_flag('lr_spread')} to e.g. 0.25, or drop "
                 f"{_flag('auto_lr')}."
+            )
+        if self.lr_fan_out_spread is not None and not (
+            isinstance(self.lr_fan_out_spread, (int, float)) and 0.0 < self.lr_fan_out_spread < 1.0
+        ):
+            raise ValueError(
+                f"{_flag('lr_fan_out_spread')} must be in (0, 1) or None (= {_flag('lr_spread')}), but got "
+                f"{self.lr_fan_out_spread!r}: the step-size intervals compare replicas by their LR, so they "
+                f"need a spread. Use e.g. {_flag('lr_fan_out_spread')} 0.1."
             )
         if not (math.isfinite(self.controller_temperature) and self.controller_temperature > 0):
             raise ValueError(

@@ -127,7 +127,12 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         self.line_search = LineSearchRaise(
             config.controller_line_search_threshold, config.controller_line_search_max_raise
         )
-        self.lrs = LearningRates(optimizer, self.registry, self.recorder.record.lr_per_step)
+        # --hdet_lr_fan_out_spread: step-size intervals (only ever alternating with a horizon) at their own spread.
+        fan_out = config.lr_fan_out_spread if self.horizon.enabled and config.lr_spread > 0 else None
+        self.lrs = LearningRates(
+            optimizer, self.registry, self.recorder.record.lr_per_step,
+            fan_out_scale=1.0 if fan_out is None else fan_out / config.lr_spread,
+        )
         self.window = ScoreWindow()
         self.outer = OuterStep(config.outer_lr, config.outer_momentum)
         self.step = 0
@@ -285,7 +290,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         if self.config.controller_signal in COOLDOWN_SIGNALS:
             assert self.cooldown_loss_fn is not None
             # From the shared base LR: this rank's LR divided by its multiplier (``cooldown_lr="base"``).
-            start = 1.0 / self.multiplier(step=self.step) if self.config.cooldown_lr == "base" else 1.0
+            start = 1.0 / self.lrs.step_multiplier(LR, self.step, self.rank) if self.config.cooldown_lr == "base" else 1.0
             return cooldown_score(
                 self.replica.params, self.optimizer, self.cooldown_loss_fn, self.probe_fn,
                 self.config.cooldown_steps, self.cooldown_max_grad_norm, lr_scale=start,
@@ -403,7 +408,11 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         probed = self.config.controller_signal != "train_loss"
         optimum = None
         if probed:
+            # Measured where the replicas stepped: a step-size interval's own spread (`lr_fan_out_spread`).
             multipliers = torch.tensor(gathered.multipliers[name], dtype=torch.float64)
+            scale = 1.0 if self.compares_over_horizon() else self.lrs.fan_out_scale
+            if scale != 1.0:
+                multipliers = 1.0 + scale * (multipliers - 1.0)
             optimum = line_search_optimum(multipliers, gathered.signals, gathered.scored)
         factor = self.line_search.observe(optimum)
         if delta > 0 and factor > 1.0:

@@ -41,12 +41,15 @@ class LearningRates:
         registry: HyperparameterRegistry,
         rows: list[list[float]],
         step_spread: bool = True,
+        fan_out_scale: float = 1.0,
     ) -> None:
         self.optimizer = optimizer
         self.registry = registry
         self.rows = rows
         # False: every rank steps at the base LR; the LR multipliers act through offsets instead (`horizon`).
         self.step_spread = step_spread
+        # A step-size interval runs at 1 + fan_out_scale x (m - 1) for multiplier m (`lr_fan_out_spread`).
+        self.fan_out_scale = fan_out_scale
         # The last schedule values, re-applied by `apply(None)` (after a resume or a converge).
         self.schedule_lrs: list[float] | None = None
 
@@ -65,7 +68,12 @@ class LearningRates:
         self.rows.append(bases)
         if not self.step_spread:
             return bases
-        return [base * self.registry.multipliers(h, step)[rank] for base, h in zip(bases, group_hparam)]
+        return [base * self.step_multiplier(h, step, rank) for base, h in zip(bases, group_hparam)]
+
+    def step_multiplier(self, name: str, step: int, rank: int) -> float:
+        """The factor ``rank`` steps at for LR hyperparameter ``name`` at ``step`` in a step-size interval."""
+        multiplier = self.registry.multipliers(name, step)[rank]
+        return multiplier if self.fan_out_scale == 1.0 else 1.0 + self.fan_out_scale * (multiplier - 1.0)
 
     def apply(self, schedule_lrs: Sequence[float] | None, step: int, rank: int) -> list[float]:
         """Set every param group's LR for ``step``; with None, re-apply the last schedule values."""
