@@ -200,6 +200,7 @@ def check_resumed_settings(
                 values["comparison_horizon"] = config.effective_comparison_horizon
             if values.get("comparison_horizon") == 0:
                 values.pop("comparison_horizon_start", None)  # ignored without a horizon
+                values.pop("lr_fan_out_spread", None)
             if values.get("comparison_horizon") == 0 or values.get("comparison_horizon_start", 0) == 0:
                 values.pop("early_comparison", None)  # ignored without an early phase
         changed = [

@@ -100,6 +100,8 @@ BAD = [
     (["--hdet_controller_raise_gain", "0.5"], r"--hdet_controller_raise_gain must be a finite number >= 1"),
     (["--hdet_controller_line_search_threshold", "nan"], r"--hdet_controller_line_search_threshold must be a finite"),
     (["--hdet_controller_line_search_max_raise", "0.5"], r"--hdet_controller_line_search_max_raise must be a finite number > 1"),
+    (["--hdet_lr_fan_out_spread", "0"], r"--hdet_lr_fan_out_spread must be in \(0, 1\) or None"),
+    (["--hdet_lr_fan_out_spread", "1.0"], r"--hdet_lr_fan_out_spread must be in \(0, 1\) or None"),
     (["--hdet_auto_lr_warmup_steps", "2.5"], r"--hdet_auto_lr_warmup_steps must be an integer"),
     (["--hdet_auto_lr_warmup_steps", "-1"], r"--hdet_auto_lr_warmup_steps must be an integer"),
     (["--hdet_bucket_size_mb", "0"], r"--hdet_bucket_size_mb must be > 0"),

@@ -259,6 +259,32 @@ def test_lower_of_both_alternates_fan_out_and_offsets_and_moves_by_the_lower_vot
     assert any(x["delta"] < x["votes"][k] for x, k in zip(records[0], kinds))  # the cap bound at least once
 
 
+def test_fan_out_spread_narrows_only_the_step_size_intervals(tmp_path):
+    """--hdet_lr_fan_out_spread 0.2 (--hdet_lr_spread 0.5) on 3 processes: in a step-size interval rank r steps
+    at 1 + 0.4 (m_r - 1) x the base LR, in an offset interval at the base LR; converge reports (the controller's
+    vote) keep the lr_spread multipliers, and the line search fits the multipliers actually stepped."""
+    skip_unless_backend_fits(3)
+    torchrun("engine_worker.py", 3, ["fan_out", str(tmp_path)])
+    ranks = load_ranks(tmp_path, 3)
+    assert ranks[1]["converges"] == ranks[0]["converges"] and ranks[2]["converges"] == ranks[0]["converges"]
+    for r in ranks:
+        for step, (lr, base, m) in enumerate(r["lrs"], start=1):
+            step_size = (step - 1) // 2 % 2 == 0  # intervals starting at steps 0, 4, 8, 12
+            assert lr == pytest.approx(base * (1 + 0.4 * (m - 1)) if step_size else base, rel=1e-12), step
+    assert {r["lrs"][0][2] for r in ranks} == {0.5, 1.0, 1.5}  # the nominal multipliers, as without the option
+    converges = ranks[0]["converges"]
+    assert [c["step"] for c in converges] == list(range(2, 17, 2))
+    fitted = 0
+    for c in converges:
+        assert sorted(c["multipliers"]) == [0.5, 1.0, 1.5]
+        if c["step"] % 4 == 2:  # a step-size interval ended here
+            stepped = [1 + 0.4 * (m - 1) for m in c["multipliers"]]
+            assert c["optimum"] == pytest.approx(_parabola_optimum(stepped, c["probe_losses"]), rel=1e-9)
+            fitted += 1
+    assert fitted == 4
+    assert any(c["delta"] > 0 for c in converges)  # the target lies ahead: the controller raises
+
+
 def test_comparison_horizon_offsets_replicas_along_the_discounted_direction(tmp_path):
     """Before ``comparison_horizon_start`` (step 4) rank r steps at m_r x the base LR and a converge leaves
     the plain average; from the regular converge at step 4 on, rank r is at anchor + (1 - decay) (m_r - 1) x

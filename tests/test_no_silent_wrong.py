@@ -253,6 +253,19 @@ def test_a_checkpoint_from_before_the_line_search_resumes_only_with_it_off():
     assert engine.line_search.last_optimum is None
 
 
+def test_a_fan_out_spread_cannot_change_on_resume():
+    """--hdet_lr_fan_out_spread decides the LRs that ran (and checkpoints from before it stepped at
+    --hdet_lr_spread): a resume with another value is refused by name; one without a horizon ignores it."""
+    state = _engine(auto_lr=True, lr_fan_out_spread=0.1).state_dict()
+    with pytest.raises(
+        ValueError, match=r"saved with --hdet_lr_fan_out_spread 0.1, but this run has --hdet_lr_fan_out_spread None"
+    ):
+        _engine(auto_lr=True).load_state_dict(state)
+    _engine(auto_lr=True, lr_fan_out_spread=0.1).load_state_dict(state)
+    del state["config"]["lr_fan_out_spread"]  # written before the setting existed
+    _engine(auto_lr=True).load_state_dict(state)
+
+
 def test_a_hyperparameter_added_on_resume_is_refused_by_name():
     saved = _engine().state_dict()
     engine = _engine()

@@ -416,6 +416,40 @@ def scenario_line_search(rank: int, world: int) -> dict:
         "near_on": run(4.0, target=0.05),
     }
 
+def scenario_fan_out(rank: int, world: int) -> dict:
+    """--hdet_lr_fan_out_spread 0.2 with --hdet_lr_spread 0.5: the whole run is the early phase (lower_of_both,
+    T 2, H 2 steps), so step-size intervals (starting at steps 0, 4, 8, ...) alternate with offset ones. The
+    weight climbs at a constant gradient and the probe is a parabola in the step taken (`scenario_line_search`).
+    Records per step the LR, base LR and multiplier; per regular converge the report and the line search's
+    optimum."""
+    model = nn.Linear(1, 1, bias=False).to(device())
+    with torch.no_grad():
+        model.weight.zero_()
+    config = HDETConfig(
+        sync_interval=2, lr_spread=0.5, lr_fan_out_spread=0.2, auto_lr=True, auto_lr_warmup_steps=0,
+        controller_signal="probe", controller_lr=0.5, explore_until=1.0, controller_floor_after_peak=False,
+        comparison_horizon=2, comparison_horizon_start=16, early_comparison="lower_of_both",
+        controller_line_search_threshold=4.0,
+    )  # fmt: skip
+    engine = HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-2), total_steps=16)
+    engine.probe_fn = lambda: float((model.weight.detach().double() - 2.0).pow(2).sum())
+    engine.apply_lr([1e-2])
+    lrs, converges = [], []
+    for step in range(1, 17):
+        lrs.append((engine.optimizer.param_groups[0]["lr"], engine.lrs.rows[-1][0], engine.multiplier()))
+        model.zero_grad()
+        (-model.weight.sum()).backward()
+        engine.optimizer.step()
+        engine.add_loss(torch.tensor(1.0, device=device()))
+        report = engine.end_step()
+        if report is not None and report.regular:
+            converges.append({
+                "step": step, "multipliers": report.multipliers["lr"], "probe_losses": report.probe_losses,
+                "delta": report.delta.get("lr"), "optimum": engine.line_search.last_optimum,
+            })  # fmt: skip
+        engine.apply_lr([1e-2])
+    return {"lrs": lrs, "converges": converges}
+
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     init_process_group()
