@@ -121,15 +121,15 @@ class HDETConfig:
             "choices": list(EARLY_COMPARISONS),
         },
     )
-    lr_fan_out_spread: float | None = field(
-        default=None,
+    lr_fan_out_scale: float = field(
+        default=1.0,
         metadata={
-            "help": "With a comparison horizon (> 0): the LR spread of the intervals that compare replicas by "
-            "step size (before --hdet_comparison_horizon_start), in (0, 1). The horizon's offsets and the "
-            "controller's vote keep --hdet_lr_spread (a replica's vote counts as if it had stepped at its "
-            "--hdet_lr_spread multiplier), so a narrower fan-out costs less where the LR is already right "
-            "without slowing the controller; the probe's line search measures at the multipliers actually "
-            "stepped. None (the default): --hdet_lr_spread. Ignored without a horizon."
+            "help": "With a comparison horizon (> 0): how wide the intervals that compare replicas by step size "
+            "(before --hdet_comparison_horizon_start) fan out, as a fraction in (0, 1] of --hdet_lr_spread: "
+            "rank r steps at 1 + scale x (m_r - 1) times the base LR. The horizon's offsets and the controller's "
+            "vote keep the full multipliers m_r (a replica's vote counts as if it had stepped at m_r), so a "
+            "narrower fan-out costs less at a too-high LR without slowing the controller; the probe's line search "
+            "measures at the multipliers actually stepped. 1: the full spread. Ignored without a horizon."
         },
     )
     gradient_sync: str = field(
@@ -570,13 +570,11 @@ class HDETConfig:
                 f"every rank would run the same LR. Set {_flag('lr_spread')} to e.g. 0.25, or drop "
                 f"{_flag('auto_lr')}."
             )
-        if self.lr_fan_out_spread is not None and not (
-            isinstance(self.lr_fan_out_spread, (int, float)) and 0.0 < self.lr_fan_out_spread < 1.0
-        ):
+        if not (math.isfinite(self.lr_fan_out_scale) and 0.0 < self.lr_fan_out_scale <= 1.0):
             raise ValueError(
-                f"{_flag('lr_fan_out_spread')} must be in (0, 1) or None (= {_flag('lr_spread')}), but got "
-                f"{self.lr_fan_out_spread!r}: the step-size intervals compare replicas by their LR, so they "
-                f"need a spread. Use e.g. {_flag('lr_fan_out_spread')} 0.1."
+                f"{_flag('lr_fan_out_scale')} must be in (0, 1], but got {self.lr_fan_out_scale!r}: it narrows the "
+                f"step-size intervals' spread to this fraction of {_flag('lr_spread')} (1 = the full spread). "
+                f"Use e.g. {_flag('lr_fan_out_scale')} 0.4."
             )
         if not (math.isfinite(self.controller_temperature) and self.controller_temperature > 0):
             raise ValueError(

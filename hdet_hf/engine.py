@@ -127,11 +127,10 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         self.line_search = LineSearchRaise(
             config.controller_line_search_threshold, config.controller_line_search_max_raise
         )
-        # --hdet_lr_fan_out_spread: step-size intervals (only ever alternating with a horizon) at their own spread.
-        fan_out = config.lr_fan_out_spread if self.horizon.enabled and config.lr_spread > 0 else None
+        # --hdet_lr_fan_out_scale: step-size intervals (only ever alternating with a horizon) fan out narrower.
         self.lrs = LearningRates(
             optimizer, self.registry, self.recorder.record.lr_per_step,
-            fan_out_scale=1.0 if fan_out is None else fan_out / config.lr_spread,
+            fan_out_scale=config.lr_fan_out_scale if self.horizon.enabled else 1.0,
         )
         self.window = ScoreWindow()
         self.outer = OuterStep(config.outer_lr, config.outer_momentum)
@@ -408,7 +407,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         probed = self.config.controller_signal != "train_loss"
         optimum = None
         if probed:
-            # Measured where the replicas stepped: a step-size interval's own spread (`lr_fan_out_spread`).
+            # Measured where the replicas stepped: a step-size interval's narrower fan-out (`lr_fan_out_scale`).
             multipliers = torch.tensor(gathered.multipliers[name], dtype=torch.float64)
             scale = 1.0 if self.compares_over_horizon() else self.lrs.fan_out_scale
             if scale != 1.0:

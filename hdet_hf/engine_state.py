@@ -46,8 +46,8 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # Session-10 controller_raise_gain: earlier checkpoints moved both ways alike. Session-13
 # controller_signal_combination: earlier checkpoints took the mean of the two signals. Session-16
 # controller_floor_after_peak: earlier checkpoints had no floor. Session-17 controller_line_search_*:
-# earlier checkpoints had no line-search raise. Session-18 lr_fan_out_spread: earlier checkpoints stepped at
-# --hdet_lr_spread in every interval.
+# earlier checkpoints had no line-search raise. Session-18 lr_fan_out_scale: earlier checkpoints stepped at
+# the full --hdet_lr_spread in every interval.
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,
@@ -57,7 +57,7 @@ LEGACY_VALUES = {
     "controller_floor_after_peak": False,
     "controller_line_search_threshold": 0.0,
     "controller_line_search_max_raise": 2.0,
-    "lr_fan_out_spread": None,
+    "lr_fan_out_scale": 1.0,
 }
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
 PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
@@ -200,7 +200,7 @@ def check_resumed_settings(
                 values["comparison_horizon"] = config.effective_comparison_horizon
             if values.get("comparison_horizon") == 0:
                 values.pop("comparison_horizon_start", None)  # ignored without a horizon
-                values.pop("lr_fan_out_spread", None)
+                values.pop("lr_fan_out_scale", None)
             if values.get("comparison_horizon") == 0 or values.get("comparison_horizon_start", 0) == 0:
                 values.pop("early_comparison", None)  # ignored without an early phase
         changed = [

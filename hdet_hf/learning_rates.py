@@ -48,7 +48,7 @@ class LearningRates:
         self.rows = rows
         # False: every rank steps at the base LR; the LR multipliers act through offsets instead (`horizon`).
         self.step_spread = step_spread
-        # A step-size interval runs at 1 + fan_out_scale x (m - 1) for multiplier m (`lr_fan_out_spread`).
+        # A step-size interval runs at 1 + fan_out_scale x (m - 1) for multiplier m (`lr_fan_out_scale`).
         self.fan_out_scale = fan_out_scale
         # The last schedule values, re-applied by `apply(None)` (after a resume or a converge).
         self.schedule_lrs: list[float] | None = None

@@ -259,8 +259,8 @@ def test_lower_of_both_alternates_fan_out_and_offsets_and_moves_by_the_lower_vot
     assert any(x["delta"] < x["votes"][k] for x, k in zip(records[0], kinds))  # the cap bound at least once
 
 
-def test_fan_out_spread_narrows_only_the_step_size_intervals(tmp_path):
-    """--hdet_lr_fan_out_spread 0.2 (--hdet_lr_spread 0.5) on 3 processes: in a step-size interval rank r steps
+def test_fan_out_scale_narrows_only_the_step_size_intervals(tmp_path):
+    """--hdet_lr_fan_out_scale 0.4 (--hdet_lr_spread 0.5) on 3 processes: in a step-size interval rank r steps
     at 1 + 0.4 (m_r - 1) x the base LR, in an offset interval at the base LR; converge reports (the controller's
     vote) keep the lr_spread multipliers, and the line search fits the multipliers actually stepped."""
     skip_unless_backend_fits(3)

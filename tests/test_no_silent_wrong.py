@@ -253,17 +253,23 @@ def test_a_checkpoint_from_before_the_line_search_resumes_only_with_it_off():
     assert engine.line_search.last_optimum is None
 
 
-def test_a_fan_out_spread_cannot_change_on_resume():
-    """--hdet_lr_fan_out_spread decides the LRs that ran (and checkpoints from before it stepped at
-    --hdet_lr_spread): a resume with another value is refused by name; one without a horizon ignores it."""
-    state = _engine(auto_lr=True, lr_fan_out_spread=0.1).state_dict()
+def test_a_fan_out_scale_cannot_change_on_resume():
+    """--hdet_lr_fan_out_scale decides the LRs that ran: a resume with another value is refused by name. A
+    checkpoint from before it existed stepped at the full spread, so it resumes only with 1."""
+    state = _engine(auto_lr=True, lr_fan_out_scale=0.4).state_dict()
     with pytest.raises(
-        ValueError, match=r"saved with --hdet_lr_fan_out_spread 0.1, but this run has --hdet_lr_fan_out_spread None"
+        ValueError, match=r"saved with --hdet_lr_fan_out_scale 0.4, but this run has --hdet_lr_fan_out_scale 1.0"
     ):
-        _engine(auto_lr=True).load_state_dict(state)
-    _engine(auto_lr=True, lr_fan_out_spread=0.1).load_state_dict(state)
-    del state["config"]["lr_fan_out_spread"]  # written before the setting existed
-    _engine(auto_lr=True).load_state_dict(state)
+        _engine(auto_lr=True, lr_fan_out_scale=1.0).load_state_dict(state)
+    _engine(auto_lr=True, lr_fan_out_scale=0.4).load_state_dict(state)
+    del state["config"]["lr_fan_out_scale"]  # written before the setting existed
+    with pytest.raises(ValueError, match=r"saved with --hdet_lr_fan_out_scale 1.0, but this run has"):
+        _engine(auto_lr=True, lr_fan_out_scale=0.4).load_state_dict(state)
+    _engine(auto_lr=True, lr_fan_out_scale=1.0).load_state_dict(state)
+    # Without a comparison horizon there are no step-size intervals to narrow: the setting is ignored.
+    _engine(auto_lr=True, comparison_horizon=0.0, lr_fan_out_scale=1.0).load_state_dict(
+        _engine(auto_lr=True, comparison_horizon=0.0, lr_fan_out_scale=0.4).state_dict()
+    )
 
 
 def test_a_hyperparameter_added_on_resume_is_refused_by_name():

@@ -417,7 +417,7 @@ def scenario_line_search(rank: int, world: int) -> dict:
     }
 
 def scenario_fan_out(rank: int, world: int) -> dict:
-    """--hdet_lr_fan_out_spread 0.2 with --hdet_lr_spread 0.5: the whole run is the early phase (lower_of_both,
+    """--hdet_lr_fan_out_scale 0.4 with --hdet_lr_spread 0.5 (step-size intervals at spread 0.2): the whole run is the early phase (lower_of_both,
     T 2, H 2 steps), so step-size intervals (starting at steps 0, 4, 8, ...) alternate with offset ones. The
     weight climbs at a constant gradient and the probe is a parabola in the step taken (`scenario_line_search`).
     Records per step the LR, base LR and multiplier; per regular converge the report and the line search's
@@ -426,7 +426,7 @@ def scenario_fan_out(rank: int, world: int) -> dict:
     with torch.no_grad():
         model.weight.zero_()
     config = HDETConfig(
-        sync_interval=2, lr_spread=0.5, lr_fan_out_spread=0.2, auto_lr=True, auto_lr_warmup_steps=0,
+        sync_interval=2, lr_spread=0.5, lr_fan_out_scale=0.4, auto_lr=True, auto_lr_warmup_steps=0,
         controller_signal="probe", controller_lr=0.5, explore_until=1.0, controller_floor_after_peak=False,
         comparison_horizon=2, comparison_horizon_start=16, early_comparison="lower_of_both",
         controller_line_search_threshold=4.0,
