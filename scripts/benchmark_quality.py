@@ -77,6 +77,7 @@ PAPER_CONTROLLER = {
     "comparison_horizon": 0.0,  # one-interval comparisons: recorded before the horizon existed
     "controller_floor_after_peak": False,  # recorded before session 16
     "controller_line_search_threshold": 0.0,  # recorded before session 17
+    "lr_fan_out_scale": 1.0,  # recorded before session 18
 }
 # The library's defaults when these results were recorded ("library default" in BENCHMARKS.md), pinned so a
 # rerun reproduces them; the tuned settings below have been the defaults since.
@@ -90,6 +91,7 @@ FIRST_DEFAULTS = {
     "controller_signal_combination": "mean",  # recorded before session 13
     "controller_floor_after_peak": False,  # recorded before session 16
     "controller_line_search_threshold": 0.0,  # recorded before session 17
+    "lr_fan_out_scale": 1.0,  # recorded before session 18
 }
 # The improved controller shown next to the paper's and the library's (chosen from pilot runs, see BENCHMARKS.md).
 TUNED_CONTROLLER = {
@@ -108,6 +110,8 @@ TUNED_CONTROLLER = {
     "controller_floor_after_peak": False,
     # ... and without the line search's raises; the _ls4 row sets its own (session 17).
     "controller_line_search_threshold": 0.0,
+    # ... and with the step-size fan-out at the full spread; the _fan0.1 row sets its own (session 18).
+    "lr_fan_out_scale": 1.0,
 }
 # (label, note, HDETConfig fields) of the controller ideas measured for issue 10.
 CONTROLLER_IDEAS = (
