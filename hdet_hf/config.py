@@ -122,18 +122,18 @@ class HDETConfig:
         },
     )
     lr_fan_out_scale: float = field(
-        default=1.0,
+        default=0.4,
         metadata={
             "help": "With a comparison horizon (> 0): how wide the intervals that compare replicas by step size "
             "(before --hdet_comparison_horizon_start) fan out, as a fraction in (0, 1] of --hdet_lr_spread: "
             "rank r steps at 1 + scale x (m_r - 1) times the base LR. The horizon's offsets and the controller's "
-            "vote keep the full multipliers m_r (a replica's vote counts as if it had stepped at m_r), so a "
-            "narrower fan-out costs less at a too-high LR without slowing the controller; the probe's line search "
-            "measures at the multipliers actually stepped. 1 (the default): the full spread. Ignored without a horizon. "
-            "Measured at 0.4 (BENCHMARKS.md, reading 23; not adopted): from 3x above the best LR -0.7 points on "
-            "14 runs of five language-model tasks (not resolved), at the best LR and from 10x below level, and on "
-            "a pretrained classifier from 10x below 1.869x the sweep's best instead of 1.567x: a narrower fan-out's "
-            "votes agree less often, so fewer raises pass the early phase."
+            "vote keep the full multipliers m_r (a replica's vote counts as if it had stepped at m_r); the probe's "
+            "line search measures at the multipliers actually stepped. Ignored without a horizon. Default since "
+            "session 18 (0.4: spread 0.1 at the default 0.25): at a too-high LR the full fan-out itself costs. "
+            "From 3x above the best LR it left 5 of 17 runs on six tasks worse than DDP at that LR (all by <= "
+            "1.5 points) against 8 (by up to 20 points on a pretrained classifier), at the best LR level; from "
+            "10x below 0.2 points worse on the language-model tasks and on one of three classifier seeds 1.869x "
+            "the sweep's best instead of 1.567x (BENCHMARKS.md, reading 23). 1: the full spread (before)."
         },
     )
     gradient_sync: str = field(

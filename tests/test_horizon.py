@@ -161,6 +161,7 @@ def test_the_drop_in_scheduler_passes_the_horizon_and_its_start_on():
     assert sched.engine.horizon.enabled and sched.engine.horizon_start_step == 30
     assert sched.engine.lrs.step_spread and not sched.engine.compares_over_horizon()
     assert sched.engine.settings.raise_gain == 2.0  # the library default, passed on to the controller
+    assert sched.engine.lrs.fan_out_scale == 0.4  # the library default: the step-size intervals fan out narrower
     with pytest.warns(UserWarning, match="single process"):
         symmetric = OneCycleAutoLR(
             torch.optim.SGD(model.parameters(), lr=0.1), max_lr=0.1, total_steps=100, model=model,
@@ -168,6 +169,15 @@ def test_the_drop_in_scheduler_passes_the_horizon_and_its_start_on():
             controller_update="multiplicative", raise_gain=1.0,
         )  # fmt: skip
     assert symmetric.engine.settings.raise_gain == 1.0 and symmetric.hdet_config.controller_raise_gain == 1.0
+    # Without a horizon there are no step-size intervals to narrow: every interval fans out at the full spread.
+    assert symmetric.hdet_config.lr_fan_out_scale == 0.4 and symmetric.engine.lrs.fan_out_scale == 1.0
+    with pytest.warns(UserWarning, match="single process"):
+        full = OneCycleAutoLR(
+            torch.optim.SGD(model.parameters(), lr=0.1), max_lr=0.1, total_steps=100, model=model,
+            ensemble_lr_spread_ratio=0.25, model_sync_interval=10, enable_auto_lr=True, auto_lr_warmup_steps=0.1,
+            comparison_horizon=0.1, fan_out_scale=1.0,
+        )  # fmt: skip
+    assert full.engine.lrs.fan_out_scale == 1.0 and full.hdet_config.lr_fan_out_scale == 1.0
 
 
 def test_paired_votes_bound_each_kind_by_the_others_latest_and_round_trip():
