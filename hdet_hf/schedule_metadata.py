@@ -119,7 +119,8 @@ class HDETSchedule:
             (``config["comparison_horizon"]`` > 0, see ``--hdet_comparison_horizon``) an LR multiplier ``m``
             sets the rank's offset along the run's direction, not its step size (before
             ``config["comparison_horizon_start"]``: its step size, or with ``early_comparison`` "lower_of_both"
-            alternately one and the other, and ``delta`` is the lower of the two latest votes).
+            alternately one and the other, and ``delta`` is the lower of the two latest votes; a step-size
+            interval runs at ``1 + config["lr_fan_out_scale"] x (m - 1)``, the multiplier recorded is ``m``).
         summary: ``{name: {"start", "final", "min", "max"}}`` over the base values, as recorded by
             the engine. When empty, :meth:`to_dict` and the model card use :meth:`compute_summary`.
         values_per_step: optional per-step base values of hyperparameters other than the LR.

@@ -243,14 +243,14 @@ def scenario_fitness(rank: int, world: int) -> dict:
 
 
 def _horizon_run(rank: int, **config) -> tuple:
-    """A linear model, SGD at 0.1, 8 steps, T 2, spread 0.5, auto-LR from the start, H 4 steps, plus ``config``;
-    returns the model, optimizer, engine (LR applied for step 1) and this rank's data generator."""
+    """A linear model, SGD at 0.1, 8 steps, T 2, spread 0.5 (the full fan-out: step-size intervals at m_r),
+    auto-LR from the start, H 4 steps, plus ``config``; returns the model, optimizer, engine (LR applied for step 1) and this rank's data generator."""
     torch.manual_seed(0)
     model = nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     settings = HDETConfig(
         sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, explore_until=1.0,
-        controller_signal="train_loss", comparison_horizon=4, **config,
+        controller_signal="train_loss", comparison_horizon=4, **{"lr_fan_out_scale": 1.0, **config},
     )  # fmt: skip
     engine = HDETEngine(settings, model, opt, total_steps=8)
     engine.apply_lr([0.1])
