@@ -37,7 +37,7 @@ from .engine_state import STATE_VERSION, EngineCheckpoint, check_settings_agree
 from .fitness import FitnessWeights
 from .health import HDETDivergenceError, ReplicaHealth
 from .horizon import HorizonOffsets, PairedVotes, horizon_decay
-from .learning_rates import LearningRates
+from .learning_rates import LearningRates, narrowed
 from .line_search import LineSearchRaise, line_search_optimum
 from .outer import OuterStep
 from .peak_floor import PeakFloor
@@ -288,8 +288,10 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         assert self.probe_fn is not None
         if self.config.controller_signal in COOLDOWN_SIGNALS:
             assert self.cooldown_loss_fn is not None
-            # From the shared base LR: this rank's LR divided by its multiplier (``cooldown_lr="base"``).
-            start = 1.0 / self.lrs.step_multiplier(LR, self.step, self.rank) if self.config.cooldown_lr == "base" else 1.0
+            # From the shared base LR (``cooldown_lr="base"``): this rank's LR divided by the factor it stepped at
+            # (none in a horizon interval, where every rank steps at the base LR).
+            stepped = 1.0 if self.compares_over_horizon() else self.lrs.step_multiplier(LR, self.step, self.rank)
+            start = 1.0 / stepped if self.config.cooldown_lr == "base" else 1.0
             return cooldown_score(
                 self.replica.params, self.optimizer, self.cooldown_loss_fn, self.probe_fn,
                 self.config.cooldown_steps, self.cooldown_max_grad_norm, lr_scale=start,
@@ -409,9 +411,8 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         if probed:
             # Measured where the replicas stepped: a step-size interval's narrower fan-out (`lr_fan_out_scale`).
             multipliers = torch.tensor(gathered.multipliers[name], dtype=torch.float64)
-            scale = 1.0 if self.compares_over_horizon() else self.lrs.fan_out_scale
-            if scale != 1.0:
-                multipliers = 1.0 + scale * (multipliers - 1.0)
+            if not self.compares_over_horizon():
+                multipliers = narrowed(multipliers, self.lrs.fan_out_scale)
             optimum = line_search_optimum(multipliers, gathered.signals, gathered.scored)
         factor = self.line_search.observe(optimum)
         if delta > 0 and factor > 1.0:

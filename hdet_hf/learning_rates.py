@@ -15,7 +15,12 @@ import torch
 
 from .registry import HyperparameterRegistry
 
-__all__ = ["set_group_lr", "LearningRates"]
+__all__ = ["set_group_lr", "narrowed", "LearningRates"]
+
+
+def narrowed(multiplier: Any, scale: float) -> Any:
+    """What a step-size interval steps at for ``multiplier`` (a float or tensor): ``1 + scale x (m - 1)``."""
+    return multiplier if scale == 1.0 else 1.0 + scale * (multiplier - 1.0)
 
 
 def set_group_lr(group: dict[str, Any], value: float) -> None:
@@ -72,8 +77,7 @@ class LearningRates:
 
     def step_multiplier(self, name: str, step: int, rank: int) -> float:
         """The factor ``rank`` steps at for LR hyperparameter ``name`` at ``step`` in a step-size interval."""
-        multiplier = self.registry.multipliers(name, step)[rank]
-        return multiplier if self.fan_out_scale == 1.0 else 1.0 + self.fan_out_scale * (multiplier - 1.0)
+        return narrowed(self.registry.multipliers(name, step)[rank], self.fan_out_scale)
 
     def apply(self, schedule_lrs: Sequence[float] | None, step: int, rank: int) -> list[float]:
         """Set every param group's LR for ``step``; with None, re-apply the last schedule values."""
