@@ -134,3 +134,30 @@ def test_config_validates_cooldown_steps():
         HDETConfig(cooldown_steps=0)
     with pytest.raises(ValueError, match="--hdet_cooldown_steps must be a positive integer"):
         HDETConfig(cooldown_steps=2.5)
+
+
+def test_a_base_cooldown_starts_from_the_lr_every_rank_stepped_at(monkeypatch):
+    """``--hdet_cooldown_lr base``: in a step-size interval rank r stepped at base x narrowed(m_r), so its
+    cool-down starts at its LR / narrowed(m_r); in a horizon interval every rank stepped at the base LR, so at 1.
+    Rank 0 of 3 (multiplier 0.5 at spread 0.5, 0.8 with --hdet_lr_fan_out_scale 0.4), no processes."""
+    import hdet_hf.engine as engine_module
+    from hdet_hf.engine import HDETEngine
+
+    # Rank 0 of 3 without processes: nothing below communicates.
+    monkeypatch.setattr(engine_module, "rank_and_world_size", lambda rank, world, group: (0, 3))
+    monkeypatch.setattr(HDETEngine, "_check_settings_agree", lambda self: None)
+    starts = []
+    monkeypatch.setattr(engine_module, "cooldown_score", lambda *args, lr_scale: starts.append(lr_scale) or 0.0)
+    model = torch.nn.Linear(2, 1)
+    config = HDETConfig(
+        sync_interval=2, lr_spread=0.5, auto_lr=True, controller_signal="cooldown_probe", cooldown_lr="base",
+        comparison_horizon=4, comparison_horizon_start=8, lr_fan_out_scale=0.4,
+    )  # fmt: skip
+    engine = HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=0.1), 16)
+    engine.probe_fn, engine.cooldown_loss_fn = (lambda: 0.0), (lambda i: torch.zeros(()))
+    multiplier = engine.multipliers(step=2)[0]
+    engine.step, engine.steps_in_interval = 2, 2  # the interval 0-2: step size
+    engine._probe_loss(at_average=False)
+    engine.step = 4  # the interval 2-4: offsets along the run's direction
+    engine._probe_loss(at_average=False)
+    assert starts == [pytest.approx(1.0 / (1.0 + 0.4 * (multiplier - 1.0)), rel=1e-12), 1.0]
