@@ -256,6 +256,9 @@ def test_cooldown_signal_scores_each_replica_and_leaves_training_untouched(tmp_p
         "--hdet", "--hdet_sync_interval", "3", "--max_steps", "6", "--hdet_auto_lr",
         "--hdet_auto_lr_warmup_steps", "0", "--hdet_controller_lr", "0", "--save_strategy", "no",
         "--logging_steps", "1000", "--hdet_explore_until", "1",  # scored at every converge
+        # Step-size intervals only: in a horizon interval after the first converge the offsets are still zero
+        # (no direction yet), so both replicas would rightly cool down alike from the base LR.
+        "--hdet_comparison_horizon", "0",
     ]  # fmt: skip
     cooled, _ = run(tmp_path, "cool", 2, *flags, "--hdet_controller_signal", "cooldown_probe",
                     "--hdet_cooldown_steps", "2")  # fmt: skip
