@@ -244,7 +244,8 @@ def scenario_fitness(rank: int, world: int) -> dict:
 
 def _horizon_run(rank: int, **config) -> tuple:
     """A linear model, SGD at 0.1, 8 steps, T 2, spread 0.5 (the full fan-out: step-size intervals at m_r),
-    auto-LR from the start, H 4 steps, plus ``config``; returns the model, optimizer, engine (LR applied for step 1) and this rank's data generator."""
+    auto-LR from the start, H 4 steps, plus ``config``; returns the model, optimizer, engine (LR applied for
+    step 1) and this rank's data generator."""
     torch.manual_seed(0)
     model = nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -417,8 +418,8 @@ def scenario_line_search(rank: int, world: int) -> dict:
     }
 
 def scenario_fan_out(rank: int, world: int) -> dict:
-    """--hdet_lr_fan_out_scale 0.4 with --hdet_lr_spread 0.5 (step-size intervals at spread 0.2): the whole run is the early phase (lower_of_both,
-    T 2, H 2 steps), so step-size intervals (starting at steps 0, 4, 8, ...) alternate with offset ones. The
+    """--hdet_lr_fan_out_scale 0.4 with --hdet_lr_spread 0.5 (step-size intervals at spread 0.2): the whole run
+    is the early phase (lower_of_both, T 2, H 2 steps), so step-size intervals (starting at steps 0, 4, 8, ...) alternate with offset ones. The
     weight climbs at a constant gradient and the probe is a parabola in the step taken (`scenario_line_search`).
     Records per step the LR, base LR and multiplier; per regular converge the report and the line search's
     optimum."""
