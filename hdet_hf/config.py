@@ -263,6 +263,17 @@ class HDETConfig:
             "> 1. Bounds a move when the probe's line has no curvature to measure (m* infinite)."
         },
     )
+    controller_line_search_breaks_ties: bool = field(
+        default=False,
+        metadata={
+            "help": "When the controller's checks leave the LR where it is (the gated hypergradient is exactly 0: "
+            "the two scores, or the two kinds of early interval, disagree) and the probe's line search put the "
+            "optimum at or beyond --hdet_controller_line_search_threshold at this converge and the previous one, "
+            "raise by min(m*/threshold, --hdet_controller_line_search_max_raise) anyway. A vote to lower the LR "
+            "still wins. Off: the line search only sizes raises the votes passed. Does nothing with the line "
+            "search off."
+        },
+    )
     controller_max_factor: float = field(
         default=10.0,
         metadata={

@@ -405,17 +405,22 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         return report
 
     def _raise_by_line_search(self, name: str, gathered: GatheredStats, delta: float, before: float) -> None:
-        """Make a passed raise at least the probe's line search allows (`line_search`); probe rows only."""
+        """Make a passed raise (or, with ``controller_line_search_breaks_ties``, a tie) at least the probe's line
+        search allows (`line_search`); probe rows only."""
         probed = self.config.controller_signal != "train_loss"
+        # A horizon interval that started before Z held an update had every replica at the average: no line.
+        displaced = not self.compares_over_horizon() or self.horizon.has_direction
         optimum = None
-        if probed:
+        if probed and displaced:
             # Measured where the replicas stepped: a step-size interval's narrower fan-out (`lr_fan_out_scale`).
             multipliers = torch.tensor(gathered.multipliers[name], dtype=torch.float64)
             if not self.compares_over_horizon():
                 multipliers = narrowed(multipliers, self.lrs.fan_out_scale)
             optimum = line_search_optimum(multipliers, gathered.signals, gathered.scored)
         factor = self.line_search.observe(optimum)
-        if delta > 0 and factor > 1.0:
+        # A tie (delta exactly 0: the gate found the votes disagreeing) may be broken by a straight line.
+        passed = delta > 0 or (delta == 0 and self.config.controller_line_search_breaks_ties)
+        if passed and factor > 1.0:
             self.registry.clamp_controller(name, min(before * factor, self.settings.max_factor))
 
     def _record(self, report: ConvergeReport) -> None:

@@ -47,7 +47,8 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # controller_signal_combination: earlier checkpoints took the mean of the two signals. Session-16
 # controller_floor_after_peak: earlier checkpoints had no floor. Session-17 controller_line_search_*:
 # earlier checkpoints had no line-search raise. Session-18 lr_fan_out_scale: earlier checkpoints stepped at
-# the full --hdet_lr_spread in every interval.
+# the full --hdet_lr_spread in every interval. Session-19 controller_line_search_breaks_ties: earlier checkpoints
+# let the line search act on passed raises only.
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,
@@ -58,6 +59,7 @@ LEGACY_VALUES = {
     "controller_line_search_threshold": 0.0,
     "controller_line_search_max_raise": 2.0,
     "lr_fan_out_scale": 1.0,
+    "controller_line_search_breaks_ties": False,
 }
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
 PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
@@ -382,6 +384,9 @@ def validate_state(state: dict[str, Any], source: str) -> None:
         )
     ):
         fail("line_search", "None or a dict with last_optimum None or a number >= 0 (inf allowed)", line_search)
+    updates = state.get("horizon_updates")
+    if updates is not None and not (isinstance(updates, int) and not isinstance(updates, bool) and updates >= 0):
+        fail("horizon_updates", "None or an integer >= 0", updates)
     if not (isinstance(state["trajectory"], list) and all(isinstance(t, dict) for t in state["trajectory"])):
         fail("trajectory", "a list of dicts", state["trajectory"])
     values = state.get("values_per_step", {})

@@ -65,15 +65,25 @@ class HorizonOffsets:
         # Whether the replicas sit at their offsets (set on every rank alike, also where m_r - 1 is 0, because
         # it decides whether a forced converge runs its collective); any converge clears it.
         self.offsets_in_place = False
+        # Regular converges taken in since the last release: after the first, Z is still zero (nothing to
+        # measure an update from), so the next interval's replicas all start at the average.
+        self.updates = 0
+
+    @property
+    def has_direction(self) -> bool:
+        """Whether ``Z`` holds an update yet, i.e. whether offsets along it displace the replicas at all."""
+        return self.directions is not None and self.updates >= 2
 
     @torch.no_grad()
     def update_(self, average: Sequence[torch.Tensor]) -> None:
         """Take in one interval's update: ``average`` holds the fresh average of a regular converge."""
         self.offsets_in_place = False
+        self.updates += 1
         if self.anchors is None or self.directions is None:
             # The first regular converge: no earlier average to measure an update from.
             self.anchors = [p.clone() for p in average]
             self.directions = [torch.zeros_like(p) for p in average]
+            self.updates = 1
             return
         for param, anchor, direction in zip(average, self.anchors, self.directions):
             direction.mul_(self.decay).add_(param).sub_(anchor)
@@ -92,14 +102,17 @@ class HorizonOffsets:
         """Free the anchor and ``Z`` (after exploration); a later `update_` would start afresh."""
         self.anchors = self.directions = None
         self.offsets_in_place = False
+        self.updates = 0
 
     def state_dict(self) -> dict[str, Any]:
-        return {"horizon_anchors": self.anchors, "horizon_directions": self.directions}
+        return {"horizon_anchors": self.anchors, "horizon_directions": self.directions, "horizon_updates": self.updates}
 
     def load_state_dict(self, state: dict[str, Any], device: torch.device) -> None:
         anchors, directions = state.get("horizon_anchors"), state.get("horizon_directions")
         self.anchors = [t.to(device) for t in anchors] if anchors is not None else None
         self.directions = [t.to(device) for t in directions] if directions is not None else None
+        # Saved before the count existed: a saved Z is taken to hold an update.
+        self.updates = int(state.get("horizon_updates", 2 if directions is not None else 0))
 
 
 class PairedVotes:

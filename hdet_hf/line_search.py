@@ -49,7 +49,8 @@ def line_search_optimum(
 
     ``inf`` when the loss falls along the whole line and the fit has no upward curvature (straight or bending
     down: the optimum is beyond anything measured); ``0.0`` when it rises along it without upward curvature;
-    None with fewer than three distinct finite points (``mask`` drops ranks, e.g. unhealthy ones).
+    None with fewer than three distinct finite points (``mask`` drops ranks, e.g. unhealthy ones) or when every
+    point has the same loss (replicas that were not displaced measured nothing).
     """
     m, y = multipliers.double().flatten(), losses.double().flatten()
     keep = torch.isfinite(m) & torch.isfinite(y)
@@ -58,6 +59,8 @@ def line_search_optimum(
     points = list(zip(m[keep].tolist(), y[keep].tolist()))
     if len({x for x, _ in points}) < MIN_POINTS:
         return None
+    if len({y for _, y in points}) == 1:
+        return None  # every replica scored the same: nothing was measured (not a flat line to extrapolate)
     # Plain Python floats in a fixed order, not LAPACK: every rank must get the same bits from the same
     # gathered numbers, or a threshold test could go one way on one rank and the other way on another.
     # Centred and scaled multipliers keep the normal equations well conditioned for narrow spreads.

@@ -78,6 +78,7 @@ PAPER_CONTROLLER = {
     "controller_floor_after_peak": False,  # recorded before session 16
     "controller_line_search_threshold": 0.0,  # recorded before session 17
     "lr_fan_out_scale": 1.0,  # recorded before session 18
+    "controller_line_search_breaks_ties": False,  # recorded before session 19
 }
 # The library's defaults when these results were recorded ("library default" in BENCHMARKS.md), pinned so a
 # rerun reproduces them; the tuned settings below have been the defaults since.
@@ -92,6 +93,7 @@ FIRST_DEFAULTS = {
     "controller_floor_after_peak": False,  # recorded before session 16
     "controller_line_search_threshold": 0.0,  # recorded before session 17
     "lr_fan_out_scale": 1.0,  # recorded before session 18
+    "controller_line_search_breaks_ties": False,  # recorded before session 19
 }
 # The improved controller shown next to the paper's and the library's (chosen from pilot runs, see BENCHMARKS.md).
 TUNED_CONTROLLER = {
@@ -112,6 +114,8 @@ TUNED_CONTROLLER = {
     "controller_line_search_threshold": 0.0,
     # ... and with the step-size fan-out at the full spread; the _fan0.1 row sets its own (session 18).
     "lr_fan_out_scale": 1.0,
+    # ... and with the line search acting on passed raises only; the _ties row sets its own (session 19).
+    "controller_line_search_breaks_ties": False,
 }
 # (label, note, HDETConfig fields) of the controller ideas measured for issue 10.
 CONTROLLER_IDEAS = (
@@ -205,6 +209,9 @@ CONTROLLER_IDEAS = (
     # Session 18: the default with the step-size fan-out at spread 0.1 (its intervals only: 0.4 x 0.25); the
     # horizon's offsets and the vote's size stay at spread 0.25 (--hdet_lr_fan_out_scale).
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1", "the default with --hdet_lr_fan_out_scale 0.4 (step-size intervals at spread 0.1, the horizon and the vote at 0.25)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4}),
+    # Session 19: the session-18 default, and a straight line twice in a row also breaks a tie (the gated
+    # hypergradient 0: the votes disagree), not only sizes a raise the votes passed.
+    ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties", "the default with --hdet_controller_line_search_breaks_ties (a straight line twice in a row raises when the votes disagree)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True}),
     # Session 17: far below the right LR the probe's line search sizes a raise (hdet_hf/line_search.py).
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4", "the default with --hdet_controller_line_search_threshold 4 (a passed raise is at least min(m*/4, 2) when the probe's line search puts the best step at >= 4x twice in a row)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0}),
     ("avgprobe_T3pct_until0.5_hz0.1", "averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.0}),

@@ -55,7 +55,7 @@ def test_release_frees_the_copies():
     offsets.offset_([torch.ones(2)], 0.1)
     offsets.release()
     assert offsets.anchors is None and offsets.directions is None and not offsets.offsets_in_place
-    assert offsets.state_dict() == {"horizon_anchors": None, "horizon_directions": None}
+    assert offsets.state_dict() == {"horizon_anchors": None, "horizon_directions": None, "horizon_updates": 0}
 
 
 def test_state_round_trip():
