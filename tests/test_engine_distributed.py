@@ -112,6 +112,24 @@ def test_line_search_sizes_a_raise_far_below_the_right_lr(tmp_path):
     # Near the optimum the line search never reaches 4: nothing changes, bit for bit.
     assert runs["near_on"]["converges"] == runs["near_off"]["converges"]
     assert runs["resumed"] == runs["on"]
+    # With the train loss voting "lower" against the probe's "higher", every gated delta is 0. Off: the LR holds.
+    # --hdet_controller_line_search_breaks_ties: from the second straight line on, it rises by min(m*/4, 2).
+    tied_off, tied_on = runs["ties_off"]["converges"], runs["ties_on"]["converges"]
+    assert all(c["delta"] == 0.0 for c in tied_off) and {c["scale"] for c in tied_off} == {1.0}
+    assert tied_on[0]["scale"] == 1.0
+    raised = 0
+    for previous, current in zip(tied_on, tied_on[1:]):
+        assert current["delta"] == 0.0
+        optima = [_parabola_optimum(c["multipliers"], c["probe_losses"]) for c in (previous, current)]
+        if min(optima) >= 4.0:
+            expected = min(previous["scale"] * min(optima[1] / 4.0, 2.0), 10.0)
+            assert current["scale"] == pytest.approx(expected, rel=1e-9)
+            raised += 1
+        else:
+            assert current["scale"] == previous["scale"]
+    assert raised >= 2 and tied_on[-1]["scale"] > 2.0
+    # A near optimum breaks no tie: bit for bit the same run.
+    assert runs["ties_near_on"]["converges"] == runs["ties_near_off"]["converges"]
 
 
 def test_onecycleautolr_spreads_and_averages_across_processes(tmp_path):
@@ -282,6 +300,10 @@ def test_fan_out_scale_narrows_only_the_step_size_intervals(tmp_path):
             assert c["optimum"] == pytest.approx(_parabola_optimum(stepped, c["probe_losses"]), rel=1e-9)
             fitted += 1
     assert fitted == 4
+    # The offset interval after the first converge starts every replica at the average (Z holds no update
+    # yet): no line to fit. The later ones are displaced along Z and fitted.
+    assert converges[1]["step"] == 4 and converges[1]["optimum"] is None
+    assert all(c["optimum"] is not None for c in converges if c["step"] % 4 == 0 and c["step"] > 4)
     assert any(c["delta"] > 0 for c in converges)  # the target lies ahead: the controller raises
 
 

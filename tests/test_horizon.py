@@ -66,6 +66,29 @@ def test_state_round_trip():
     restored.load_state_dict(offsets.state_dict(), torch.device("cpu"))
     assert torch.equal(restored.directions[0], offsets.directions[0])
     assert torch.equal(restored.anchors[0], offsets.anchors[0])
+    assert restored.has_direction
+
+
+def test_the_first_converge_leaves_no_direction():
+    """After the first regular converge Z is zero (offsets along it displace nothing); from the second on it holds
+    an update. A checkpoint from before the count existed is taken to hold one; release starts afresh."""
+    offsets = HorizonOffsets(0.5)
+    offsets.update_([torch.ones(2)])
+    assert not offsets.has_direction
+    first = offsets.state_dict()
+    restored = HorizonOffsets(0.5)
+    restored.load_state_dict(first, torch.device("cpu"))
+    assert not restored.has_direction
+    offsets.update_([torch.full((2,), 3.0)])
+    assert offsets.has_direction
+    legacy = offsets.state_dict()
+    del legacy["horizon_updates"]
+    restored.load_state_dict(legacy, torch.device("cpu"))
+    assert restored.has_direction
+    offsets.release()
+    assert not offsets.has_direction
+    offsets.update_([torch.ones(2)])
+    assert not offsets.has_direction
 
 
 def test_config_resolves_and_refuses():

@@ -41,6 +41,12 @@ def test_a_straight_line_has_no_measured_optimum():
     assert line_search_optimum(SPREAD, 5.0 + 0.1 * SPREAD) == 0.0
 
 
+def test_equal_losses_measure_nothing():
+    # Replicas that were not displaced score alike: no line at all (rounding in the fit once made this inf).
+    assert line_search_optimum(SPREAD, torch.full_like(SPREAD, 2.0667002201080322)) is None
+    assert line_search_optimum(SPREAD, torch.tensor([2.0, 2.0, 9.0, 2.0]), torch.tensor([1, 1, 0, 1])) is None
+
+
 def test_too_few_points_or_masked_and_non_finite_ranks():
     assert line_search_optimum(torch.tensor([0.5, 1.5]), torch.tensor([1.0, 0.5])) is None
     assert line_search_optimum(torch.tensor([1.0, 1.0, 1.0]), torch.tensor([1.0, 0.5, 0.7])) is None

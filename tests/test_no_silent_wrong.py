@@ -303,6 +303,8 @@ def test_settings_that_only_change_memory_may_change_on_resume():
         ({"line_search": {"last_optimum": -1.0}}, r"field 'line_search' must be None or a dict"),
         ({"line_search": {"last_optimum": math.nan}}, r"field 'line_search' must be None or a dict"),
         ({"line_search": [4.0]}, r"field 'line_search' must be None or a dict"),
+        ({"horizon_updates": -1}, r"field 'horizon_updates' must be None or an integer >= 0"),
+        ({"horizon_updates": True}, r"field 'horizon_updates' must be None or an integer >= 0"),
     ],
 )
 def test_edited_state_values_are_refused_with_the_field(changes, match):

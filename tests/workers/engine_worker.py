@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -370,9 +371,12 @@ def scenario_line_search(rank: int, world: int) -> dict:
     """One weight climbs at a constant gradient, so replica r ends an interval at w + lr x m_r x T and the probe
     ``(w - target)**2`` is a parabola in the multiplier with its optimum at (target - w) / (lr x T). With
     --hdet_controller_line_search_threshold 4, off, for a near target (the optimum stays below 4), and
-    resumed from a checkpoint between two converges."""
+    resumed from a checkpoint between two converges. The ``ties_*`` runs score with the train loss too, which
+    favours the smaller multipliers (``1 + 0.1 m``) while the probe favours the larger: the votes disagree at
+    every converge (gated delta 0), with --hdet_controller_line_search_breaks_ties off and on."""
 
-    def run(threshold: float, target: float, resume_at: int | None = None) -> dict:
+    def run(threshold: float, target: float, resume_at: int | None = None, ties: bool | None = None) -> dict:
+        disagree = ties is not None
         def engine_for() -> tuple[HDETEngine, nn.Linear]:
             model = nn.Linear(1, 1, bias=False).to(device())
             with torch.no_grad():
@@ -382,6 +386,11 @@ def scenario_line_search(rank: int, world: int) -> dict:
                 controller_lr=0.5, explore_until=1.0, controller_floor_after_peak=False, comparison_horizon=0.0,
                 controller_line_search_threshold=threshold, controller_line_search_max_raise=2.0,
             )
+            if disagree:
+                config = dataclasses.replace(
+                    config, controller_signal="train_and_averaged_probe", controller_signal_combination="agree_mean",
+                    controller_line_search_breaks_ties=ties,
+                )  # fmt: skip
             engine = HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-2), total_steps=24)
             engine.probe_fn = lambda: float((model.weight.detach().double() - target).pow(2).sum())
             return engine, model
@@ -393,7 +402,7 @@ def scenario_line_search(rank: int, world: int) -> dict:
             model.zero_grad()
             (-model.weight.sum()).backward()  # the gradient is -1 on every rank: the weight climbs
             engine.optimizer.step()
-            engine.add_loss(torch.tensor(1.0, device=device()))
+            engine.add_loss(torch.tensor(1.0 + (0.1 * engine.multiplier() if disagree else 0.0), device=device()))
             report = engine.end_step()
             if step == resume_at:
                 saved, weight = engine.state_dict(), model.weight.detach().clone()
@@ -415,6 +424,10 @@ def scenario_line_search(rank: int, world: int) -> dict:
         "resumed": run(4.0, target=2.0, resume_at=9),
         "near_off": run(0.0, target=0.05),
         "near_on": run(4.0, target=0.05),
+        "ties_off": run(4.0, target=2.0, ties=False),
+        "ties_on": run(4.0, target=2.0, ties=True),
+        "ties_near_off": run(4.0, target=0.05, ties=False),
+        "ties_near_on": run(4.0, target=0.05, ties=True),
     }
 
 def scenario_fan_out(rank: int, world: int) -> dict:
