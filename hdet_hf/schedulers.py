@@ -148,6 +148,8 @@ class OneCycleAutoLR(OneCycleLR):
     ``comparison_horizon_start`` is passed, the controller no longer lowers the LR below the factor it had then.
     ``line_search_threshold`` (``--hdet_controller_line_search_threshold``): with ``probe_fn`` and >= 3 processes,
     far below the right LR the probe's line search sizes a raise (`hdet_hf.line_search`); 0 turns it off.
+    ``line_search_breaks_ties`` (``--hdet_controller_line_search_breaks_ties``): the line search may also raise
+    when the two scores disagree (the controller would hold).
     ``fan_out_scale`` (``--hdet_lr_fan_out_scale``, default 0.4): with a ``comparison_horizon``, the step-size
     intervals before ``comparison_horizon_start`` fan out at this fraction of the spread; 1 = the full spread.
 
@@ -199,6 +201,7 @@ class OneCycleAutoLR(OneCycleLR):
         floor_after_peak: bool = HDETConfig.controller_floor_after_peak,
         line_search_threshold: float = HDETConfig.controller_line_search_threshold,
         fan_out_scale: float = HDETConfig.lr_fan_out_scale,
+        line_search_breaks_ties: bool = HDETConfig.controller_line_search_breaks_ties,
     ) -> None:
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
@@ -279,6 +282,7 @@ class OneCycleAutoLR(OneCycleLR):
             controller_floor_after_peak=floor_after_peak,
             controller_line_search_threshold=line_search_threshold,
             lr_fan_out_scale=fan_out_scale,
+            controller_line_search_breaks_ties=line_search_breaks_ties,
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
             controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )
