@@ -253,6 +253,26 @@ def test_a_checkpoint_from_before_the_line_search_resumes_only_with_it_off():
     assert engine.line_search.last_optimum is None
 
 
+def test_a_tie_break_cannot_change_on_resume():
+    """--hdet_controller_line_search_breaks_ties decides which converges raised: a resume with the other value is
+    refused by name; a checkpoint from before the setting ran without it; ignored with the line search off."""
+    state = _engine(auto_lr=True, controller_line_search_breaks_ties=True).state_dict()
+    with pytest.raises(
+        ValueError,
+        match=r"saved with --hdet_controller_line_search_breaks_ties True, but this run has "
+        r"--hdet_controller_line_search_breaks_ties False",
+    ):
+        _engine(auto_lr=True, controller_line_search_breaks_ties=False).load_state_dict(state)
+    del state["config"]["controller_line_search_breaks_ties"]  # written before the setting existed
+    with pytest.raises(ValueError, match=r"saved with --hdet_controller_line_search_breaks_ties False"):
+        _engine(auto_lr=True, controller_line_search_breaks_ties=True).load_state_dict(state)
+    _engine(auto_lr=True, controller_line_search_breaks_ties=False).load_state_dict(state)
+    off = {"auto_lr": True, "controller_line_search_threshold": 0.0}
+    _engine(**off, controller_line_search_breaks_ties=True).load_state_dict(
+        _engine(**off, controller_line_search_breaks_ties=False).state_dict()
+    )
+
+
 def test_a_fan_out_scale_cannot_change_on_resume():
     """--hdet_lr_fan_out_scale decides the LRs that ran: a resume with another value is refused by name. A
     checkpoint from before it existed stepped at the full spread, so it resumes only with 1."""
