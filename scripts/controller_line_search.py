@@ -5,8 +5,12 @@ For each results folder of `scripts/benchmark_quality.py` and each row ``<rows>_
 regular converge with probe losses gives m* (a parabola through the replicas' probe losses against their
 multipliers; infinite when the line is straight). The table counts converges with m* at or above the threshold
 and, of those, the ones where the converge before was too (where the line-search raise may act) and the
-controller's gated hypergradient asked for a raise (where it would). ``--plot`` draws m* against the run's
-fraction, one colour per start.
+controller's gated hypergradient asked for a raise (where it sizes that raise) or was exactly 0 (a tie, which
+``--hdet_controller_line_search_breaks_ties`` breaks). Since a run is the same until a rule first acts, the first
+of these on a row recorded without the rule is where that rule would have changed it. The fits use the
+multipliers the replicas stepped at, as the engine does (narrowed by ``--hdet_lr_fan_out_scale`` in step-size
+intervals, read from the row's recorded ``hdet_config``). ``--plot`` draws m* against the run's fraction, one
+colour per start.
 
     python scripts/controller_line_search.py benchmarks/controller benchmarks/controller_heldout \
         --rows shared_both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor --threshold 4 \
@@ -35,6 +39,37 @@ STARTS = ("best", "low", "high")
 PLOT_CEILING = 100.0
 
 
+def fan_out_scale(config: dict[str, Any]) -> float:
+    """The fraction of the spread a step-size interval stepped at (1 without a comparison horizon)."""
+    if not config.get("comparison_horizon"):
+        return 1.0
+    if "lr_fan_out_scale" in config:
+        return float(config["lr_fan_out_scale"])
+    if config.get("lr_fan_out_spread"):  # the setting's first name (session 18, commit 20d181b): the spread itself
+        return float(config["lr_fan_out_spread"]) / float(config["lr_spread"])
+    return 1.0
+
+
+def stepped_multipliers(row: dict[str, Any], sync: dict[str, Any]) -> list[float]:
+    """The multipliers the replicas of the interval ending at ``sync`` stepped at: the recorded (nominal) ones,
+    narrowed in a step-size interval that alternated with offset intervals (the engine's
+    ``_compares_over_horizon_from``, from the recorded config)."""
+    config, multipliers = row.get("hdet_config") or {}, list(sync["multipliers"])
+    scale = fan_out_scale(config)
+    if scale == 1.0:
+        return multipliers
+    steps = int(row["steps"])
+    period = config["sync_interval"]
+    period = int(period) if period >= 1 else max(int(round(period * steps)), 10)
+    start = config.get("comparison_horizon_start", 0.0)
+    horizon_start = int(start) if start >= 1 else int(round(start * steps))
+    interval_start = int(sync["step"]) - period
+    offsets = interval_start >= horizon_start or (
+        config.get("early_comparison") == "lower_of_both" and (interval_start // period) % 2 == 1
+    )
+    return multipliers if offsets else [1.0 + scale * (m - 1.0) for m in multipliers]
+
+
 def optima(row: dict[str, Any]) -> list[tuple[float, float, float | None]]:
     """(fraction of the run, m*, gated delta) for each converge of ``row`` with distinct probe losses."""
     out = []
@@ -43,7 +78,7 @@ def optima(row: dict[str, Any]) -> list[tuple[float, float, float | None]]:
         if len(set(probes)) < 2:
             continue
         m_star = line_search_optimum(
-            torch.tensor(sync["multipliers"], dtype=torch.float64), torch.tensor(probes, dtype=torch.float64)
+            torch.tensor(stepped_multipliers(row, sync), dtype=torch.float64), torch.tensor(probes, dtype=torch.float64)
         )
         if m_star is not None:
             out.append((sync["step"] / row["steps"], m_star, sync.get("delta")))
@@ -65,13 +100,12 @@ def summarise(folders: Sequence[Path], prefix: str, threshold: float) -> list[di
     for folder in folders:
         for start, points in optima_by_start(folder, prefix):
             far = [i for i, (_, m, _) in enumerate(points) if m >= threshold]
-            acting = [
-                points[i] for i in far
-                if i > 0 and points[i - 1][1] >= threshold and (points[i][2] or 0.0) > 0.0
-            ]
+            twice = [i for i in far if i > 0 and points[i - 1][1] >= threshold]
+            acting = [points[i] for i in twice if (points[i][2] or 0.0) > 0.0]
+            ties = [points[i] for i in twice if points[i][2] == 0.0]
             lines.append({
                 "folder": folder.name, "start": start, "converges": len(points), "far": len(far),
-                "acting_at": [round(f, 2) for f, _, _ in acting],
+                "acting_at": [round(f, 2) for f, _, _ in acting], "ties_at": [round(f, 2) for f, _, _ in ties],
                 "median": sorted(m for _, m, _ in points)[len(points) // 2] if points else math.nan,
             })
     return lines
@@ -114,11 +148,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--plot", type=Path, default=None, help="also write this PNG")
     args = parser.parse_args(argv)
     print("| folder | start | converges with a fit | m* >= threshold | a raise would act at (fraction of the run) "
-          "| median m* |")
-    print("|---|---|---|---|---|---|")
+          "| a tie would be broken at | median m* |")
+    print("|---|---|---|---|---|---|---|")
     for line in summarise(args.folders, args.rows, args.threshold):
         acting = ", ".join(f"{f:g}" for f in line["acting_at"]) or "-"
-        print(f"| {line['folder']} | {line['start']} | {line['converges']} | {line['far']} | {acting} "
+        ties = ", ".join(f"{f:g}" for f in line["ties_at"]) or "-"
+        print(f"| {line['folder']} | {line['start']} | {line['converges']} | {line['far']} | {acting} | {ties} "
               f"| {line['median']:.2f} |")
     if args.plot is not None:
         plot(args.folders, args.rows, args.threshold, args.plot)

@@ -35,8 +35,30 @@ def test_counts_far_optima_and_where_a_raise_would_act(tmp_path):
     assert [f for f, _, _ in points] == [0.2, 0.3, 0.4, 0.5, 0.6]
     assert points[0][1] == math.inf and abs(points[1][1] - 6.0) < 1e-9
     lines = {line["start"]: line for line in controller_line_search.summarise([folder], "r", 4.0)}
-    assert lines["low"]["far"] == 4 and lines["low"]["acting_at"] == [0.3]
+    assert lines["low"]["far"] == 4 and lines["low"]["acting_at"] == [0.3] and lines["low"]["ties_at"] == [0.4]
     assert lines["best"]["far"] == 0 and lines["best"]["acting_at"] == [] and "high" not in lines
     out = tmp_path / "optima.png"
     controller_line_search.main([str(folder), "--rows", "r", "--plot", str(out)])
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fits_the_multipliers_a_step_size_interval_stepped_at():
+    """With --hdet_lr_fan_out_scale 0.4 and the early phase alternating (T 10, horizon from step 30), the interval
+    from step 20 stepped at 1 + 0.4 (m - 1) and is fitted there (the optimum in those units); the offset
+    interval from step 10 keeps the recorded multipliers; without a horizon nothing is narrowed."""
+    config = {"sync_interval": 10, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3,
+              "early_comparison": "lower_of_both", "lr_fan_out_scale": 0.4, "lr_spread": 0.25}  # fmt: skip
+    narrow = [1 + 0.4 * (m - 1) for m in M]
+    step_size = {"step": 30, "multipliers": M, "probe_losses": [2.0 + 0.1 * (m - 3.0) ** 2 for m in narrow],
+                 "delta": 0.0}  # fmt: skip
+    offsets = sync(20, 3.0, 0.0)
+    row = {"name": "r_low", "steps": 100, "hdet_config": config, "syncs": [offsets, step_size]}
+    assert controller_line_search.stepped_multipliers(row, step_size) == narrow
+    assert controller_line_search.stepped_multipliers(row, offsets) == M
+    (_, first, _), (_, second, _) = controller_line_search.optima(row)
+    assert abs(first - 3.0) < 1e-9 and abs(second - 3.0) < 1e-9
+    renamed = {**config, "lr_fan_out_spread": 0.1}
+    del renamed["lr_fan_out_scale"]
+    assert controller_line_search.stepped_multipliers({**row, "hdet_config": renamed}, step_size) == narrow
+    plain = {**row, "hdet_config": {**config, "comparison_horizon": 0.0}}
+    assert controller_line_search.stepped_multipliers(plain, step_size) == M
