@@ -78,13 +78,13 @@ class HorizonOffsets:
     def update_(self, average: Sequence[torch.Tensor]) -> None:
         """Take in one interval's update: ``average`` holds the fresh average of a regular converge."""
         self.offsets_in_place = False
-        self.updates += 1
         if self.anchors is None or self.directions is None:
             # The first regular converge: no earlier average to measure an update from.
             self.anchors = [p.clone() for p in average]
             self.directions = [torch.zeros_like(p) for p in average]
             self.updates = 1
             return
+        self.updates += 1
         for param, anchor, direction in zip(average, self.anchors, self.directions):
             direction.mul_(self.decay).add_(param).sub_(anchor)
             anchor.copy_(param)

@@ -16,6 +16,9 @@ beyond ``threshold`` at this converge *and* the previous one (one converge's lin
 too-high LR, where the next one bends back), the raise is at least ``min(m* / threshold, max_raise)``: dividing
 by the threshold allows for the probe's bias towards long steps, and the cap bounds one move when the line
 has no curvature to measure. The controller's own bounds (``--hdet_controller_max_factor``) still apply.
+With ``--hdet_controller_line_search_breaks_ties`` (the default since session 19) the same raise also happens
+when the controller would hold because its scores disagree (gated hypergradient exactly 0): on a pretrained
+classifier from 10x below the train loss kept disagreeing with a probe whose line stayed straight (reading 24).
 
 Pure math: the engine hands in each converge's multipliers and probe losses.
 

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from controller_paths import load_rows  # noqa: E402
 
+from hdet_hf.config import MIN_FRACTION_SYNC_INTERVAL  # noqa: E402
 from hdet_hf.line_search import line_search_optimum  # noqa: E402
 
 STARTS = ("best", "low", "high")
@@ -60,7 +61,7 @@ def stepped_multipliers(row: dict[str, Any], sync: dict[str, Any]) -> list[float
         return multipliers
     steps = int(row["steps"])
     period = config["sync_interval"]
-    period = int(period) if period >= 1 else max(int(round(period * steps)), 10)
+    period = int(period) if period >= 1 else max(int(round(period * steps)), MIN_FRACTION_SYNC_INTERVAL)
     start = config.get("comparison_horizon_start", 0.0)
     horizon_start = int(start) if start >= 1 else int(round(start * steps))
     interval_start = int(sync["step"]) - period
