@@ -36,7 +36,7 @@ from .cooldown import cooldown_score
 from .engine_state import STATE_VERSION, EngineCheckpoint, check_settings_agree
 from .fitness import FitnessWeights
 from .health import HDETDivergenceError, ReplicaHealth
-from .horizon import HorizonOffsets, PairedVotes, horizon_decay
+from .horizon import HorizonOffsets, PairedVotes, compares_by_offsets, horizon_decay
 from .learning_rates import LearningRates, narrowed
 from .line_search import LineSearchRaise, line_search_optimum
 from .outer import OuterStep
@@ -155,13 +155,9 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         return self._compares_over_horizon_from(self.step - self.steps_in_interval)
 
     def _compares_over_horizon_from(self, interval_start: int) -> bool:
-        if not self.horizon.enabled:
-            return False
-        if interval_start >= self.horizon_start_step:
-            return True
-        # Before the start: "lower_of_both" alternates the two kinds of interval (`PairedVotes`).
-        paired = self.config.early_comparison == "lower_of_both"
-        return paired and (interval_start // self.config.sync_interval) % 2 == 1
+        return self.horizon.enabled and compares_by_offsets(
+            interval_start, self.config.sync_interval, self.horizon_start_step, self.config.early_comparison
+        )
 
     def _paired_kind(self) -> str | None:
         """At a regular converge: the kind of the interval that just ended while the two kinds alternate."""

@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["horizon_decay", "HorizonOffsets", "PairedVotes"]
+__all__ = ["horizon_decay", "compares_by_offsets", "HorizonOffsets", "PairedVotes"]
 
 
 def horizon_decay(sync_interval: int, horizon_steps: float) -> float:
@@ -46,6 +46,15 @@ def horizon_decay(sync_interval: int, horizon_steps: float) -> float:
     if horizon_steps <= 0:
         return 0.0
     return math.exp(-sync_interval / horizon_steps)
+
+
+def compares_by_offsets(interval_start: int, sync_interval: int, horizon_start: int, early_comparison: str) -> bool:
+    """With a horizon: whether the interval starting at ``interval_start`` compares replicas by offsets along ``Z``
+    (every rank at the base LR) rather than by step size. From ``horizon_start`` on always; before it
+    ``early_comparison="lower_of_both"`` alternates the two kinds (`PairedVotes`), starting with step size."""
+    if interval_start >= horizon_start:
+        return True
+    return early_comparison == "lower_of_both" and (interval_start // sync_interval) % 2 == 1
 
 
 class HorizonOffsets:

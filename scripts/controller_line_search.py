@@ -33,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from controller_paths import load_rows  # noqa: E402
 
 from hdet_hf.config import MIN_FRACTION_SYNC_INTERVAL  # noqa: E402
+from hdet_hf.horizon import compares_by_offsets  # noqa: E402
+from hdet_hf.learning_rates import narrowed  # noqa: E402
 from hdet_hf.line_search import line_search_optimum  # noqa: E402
 
 STARTS = ("best", "low", "high")
@@ -53,8 +55,8 @@ def fan_out_scale(config: dict[str, Any]) -> float:
 
 def stepped_multipliers(row: dict[str, Any], sync: dict[str, Any]) -> list[float]:
     """The multipliers the replicas of the interval ending at ``sync`` stepped at: the recorded (nominal) ones,
-    narrowed in a step-size interval that alternated with offset intervals (the engine's
-    ``_compares_over_horizon_from``, from the recorded config)."""
+    narrowed in a step-size interval that alternated with offset intervals (decided as the engine does, from the
+    recorded config)."""
     config, multipliers = row.get("hdet_config") or {}, list(sync["multipliers"])
     scale = fan_out_scale(config)
     if scale == 1.0:
@@ -65,10 +67,9 @@ def stepped_multipliers(row: dict[str, Any], sync: dict[str, Any]) -> list[float
     start = config.get("comparison_horizon_start", 0.0)
     horizon_start = int(start) if start >= 1 else int(round(start * steps))
     interval_start = int(sync["step"]) - period
-    offsets = interval_start >= horizon_start or (
-        config.get("early_comparison") == "lower_of_both" and (interval_start // period) % 2 == 1
-    )
-    return multipliers if offsets else [1.0 + scale * (m - 1.0) for m in multipliers]
+    if compares_by_offsets(interval_start, period, horizon_start, config.get("early_comparison", "one_interval")):
+        return multipliers
+    return [narrowed(m, scale) for m in multipliers]
 
 
 def optima(row: dict[str, Any]) -> list[tuple[float, float, float | None]]:
