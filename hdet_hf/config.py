@@ -257,10 +257,17 @@ class HDETConfig:
         },
     )
     controller_line_search_max_raise: float = field(
-        default=2.0,
+        default=4.0,
         metadata={
             "help": "The largest factor one line-search raise may take (--hdet_controller_line_search_threshold); "
-            "> 1. Bounds a move when the probe's line has no curvature to measure (m* infinite)."
+            "> 1. Bounds a move when the probe's line has no curvature to measure (m* infinite), so it sets how "
+            "fast a run far below the right LR climbs (at most this factor per converge, up to "
+            "--hdet_controller_max_factor). It differs from 2 only where m* > 2 x threshold. Default 4 since "
+            "session 20 (was 2): from 10x below the held-out 120-step classifier ended 1.378x the sweep's best "
+            "on 3 seeds (was 1.918x) and the 200-step classifier 1.101x (1.169x; there the 10x bound is the "
+            "best LR; with a 30x bound it overshoots and ends 1.200x); the 300-step task 1.016x (1.010x, 5 "
+            "seeds, within its noise); every other run measured was bit-identical (BENCHMARKS.md, reading 25). "
+            "--hdet_controller_line_search_max_raise 2 restores the previous behaviour."
         },
     )
     controller_line_search_breaks_ties: bool = field(

@@ -48,7 +48,8 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # controller_floor_after_peak: earlier checkpoints had no floor. Session-17 controller_line_search_*:
 # earlier checkpoints had no line-search raise. Session-18 lr_fan_out_scale: earlier checkpoints stepped at
 # the full --hdet_lr_spread in every interval. Session-19 controller_line_search_breaks_ties: earlier checkpoints
-# let the line search act on passed raises only.
+# let the line search act on passed raises only. (controller_line_search_max_raise's default became 4 in session 20;
+# checkpoints from before session 17 had no line search, so their value is ignored: see check_resumed_settings.)
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,
@@ -207,6 +208,7 @@ def check_resumed_settings(
                 values.pop("early_comparison", None)  # ignored without an early phase
             if values.get("controller_line_search_threshold") == 0:
                 values.pop("controller_line_search_breaks_ties", None)  # ignored without the line search
+                values.pop("controller_line_search_max_raise", None)
         changed = [
             key
             for key in current

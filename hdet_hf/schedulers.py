@@ -148,6 +148,8 @@ class OneCycleAutoLR(OneCycleLR):
     ``comparison_horizon_start`` is passed, the controller no longer lowers the LR below the factor it had then.
     ``line_search_threshold`` (``--hdet_controller_line_search_threshold``): with ``probe_fn`` and >= 3 processes,
     far below the right LR the probe's line search sizes a raise (`hdet_hf.line_search`); 0 turns it off.
+    ``line_search_max_raise`` (``--hdet_controller_line_search_max_raise``, default 4): the largest factor one
+    such raise may take.
     ``line_search_breaks_ties`` (``--hdet_controller_line_search_breaks_ties``): the line search may also raise
     when the two scores disagree (the controller would hold).
     ``fan_out_scale`` (``--hdet_lr_fan_out_scale``, default 0.4): with a ``comparison_horizon``, the step-size
@@ -200,6 +202,7 @@ class OneCycleAutoLR(OneCycleLR):
         raise_gain: float = HDETConfig.controller_raise_gain,
         floor_after_peak: bool = HDETConfig.controller_floor_after_peak,
         line_search_threshold: float = HDETConfig.controller_line_search_threshold,
+        line_search_max_raise: float = HDETConfig.controller_line_search_max_raise,
         fan_out_scale: float = HDETConfig.lr_fan_out_scale,
         line_search_breaks_ties: bool = HDETConfig.controller_line_search_breaks_ties,
     ) -> None:
@@ -281,6 +284,7 @@ class OneCycleAutoLR(OneCycleLR):
             controller_raise_gain=raise_gain,
             controller_floor_after_peak=floor_after_peak,
             controller_line_search_threshold=line_search_threshold,
+            controller_line_search_max_raise=line_search_max_raise,
             lr_fan_out_scale=fan_out_scale,
             controller_line_search_breaks_ties=line_search_breaks_ties,
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).

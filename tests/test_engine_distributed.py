@@ -89,7 +89,7 @@ def _parabola_optimum(multipliers: list[float], losses: list[float]) -> float:
 
 def test_line_search_sizes_a_raise_far_below_the_right_lr(tmp_path):
     """--hdet_controller_line_search_threshold on 3 processes: while the probe's line search puts the best step
-    at >= 4x the current one at this converge and the last, a raise is at least min(m*/4, 2), up to the
+    at >= 4x the current one at this converge and the last, a raise is at least min(m*/4, max_raise), up to the
     controller's bound; the first such converge and a near optimum change nothing; a resume continues it."""
     skip_unless_backend_fits(3)
     torchrun("engine_worker.py", 3, ["line_search", str(tmp_path)])
@@ -128,6 +128,20 @@ def test_line_search_sizes_a_raise_far_below_the_right_lr(tmp_path):
         else:
             assert current["scale"] == previous["scale"]
     assert raised >= 2 and tied_on[-1]["scale"] > 2.0
+    # --hdet_controller_line_search_max_raise bounds each such raise: at 4 a straight line climbs 4x per converge
+    # where the bound of 2 took 2x (m* is far above 16 here), so it reaches the controller's bound sooner.
+    bound4 = runs["ties_on_bound4"]["converges"]
+    factors = {2.0: [], 4.0: []}
+    for bound, run in ((2.0, tied_on), (4.0, bound4)):
+        for previous, current in zip(run, run[1:]):
+            optima = [_parabola_optimum(c["multipliers"], c["probe_losses"]) for c in (previous, current)]
+            if min(optima) >= 4.0 and current["scale"] < 10.0:
+                expected = min(previous["scale"] * min(optima[1] / 4.0, bound), 10.0)
+                assert current["scale"] == pytest.approx(expected, rel=1e-9)
+                factors[bound].append(current["scale"] / previous["scale"])
+    assert factors[4.0] and max(factors[4.0]) == pytest.approx(4.0) and max(factors[2.0]) == pytest.approx(2.0)
+    first_at_bound = [next(c["step"] for c in run if c["scale"] == pytest.approx(10.0)) for run in (bound4, tied_on)]
+    assert first_at_bound[0] < first_at_bound[1]
     # A near optimum breaks no tie: bit for bit the same run.
     assert runs["ties_near_on"]["converges"] == runs["ties_near_off"]["converges"]
 

@@ -192,15 +192,17 @@ def test_the_drop_in_scheduler_passes_the_horizon_and_its_start_on():
             controller_update="multiplicative", raise_gain=1.0,
         )  # fmt: skip
     assert symmetric.engine.settings.raise_gain == 1.0 and symmetric.hdet_config.controller_raise_gain == 1.0
+    assert symmetric.hdet_config.controller_line_search_max_raise == 4.0 and symmetric.engine.line_search.max_raise == 4.0
     # Without a horizon there are no step-size intervals to narrow: every interval fans out at the full spread.
     assert symmetric.hdet_config.lr_fan_out_scale == 0.4 and symmetric.engine.lrs.fan_out_scale == 1.0
     with pytest.warns(UserWarning, match="single process"):
         full = OneCycleAutoLR(
             torch.optim.SGD(model.parameters(), lr=0.1), max_lr=0.1, total_steps=100, model=model,
             ensemble_lr_spread_ratio=0.25, model_sync_interval=10, enable_auto_lr=True, auto_lr_warmup_steps=0.1,
-            comparison_horizon=0.1, fan_out_scale=1.0, line_search_breaks_ties=True,
+            comparison_horizon=0.1, fan_out_scale=1.0, line_search_breaks_ties=True, line_search_max_raise=2.0,
         )  # fmt: skip
     assert full.engine.lrs.fan_out_scale == 1.0 and full.hdet_config.lr_fan_out_scale == 1.0
+    assert full.hdet_config.controller_line_search_max_raise == 2.0 and full.engine.line_search.max_raise == 2.0
     assert full.hdet_config.controller_line_search_breaks_ties
 
 

@@ -253,6 +253,22 @@ def test_a_checkpoint_from_before_the_line_search_resumes_only_with_it_off():
     assert engine.line_search.last_optimum is None
 
 
+def test_the_line_search_bound_cannot_change_on_resume():
+    """--hdet_controller_line_search_max_raise sizes the raises already taken: a checkpoint written under session
+    17-19's default of 2 is refused by name under the default 4 and resumes with 2; ignored with the line search
+    off."""
+    state = _engine(auto_lr=True, controller_line_search_max_raise=2.0).state_dict()
+    with pytest.raises(
+        ValueError,
+        match=r"saved with --hdet_controller_line_search_max_raise 2.0, but this run has "
+        r"--hdet_controller_line_search_max_raise 4.0",
+    ):
+        _engine(auto_lr=True).load_state_dict(state)
+    _engine(auto_lr=True, controller_line_search_max_raise=2.0).load_state_dict(state)
+    off = {"auto_lr": True, "controller_line_search_threshold": 0.0}
+    _engine(**off).load_state_dict(_engine(**off, controller_line_search_max_raise=2.0).state_dict())
+
+
 def test_a_tie_break_cannot_change_on_resume():
     """--hdet_controller_line_search_breaks_ties decides which converges raised: a resume with the other value is
     refused by name; a checkpoint from before the setting ran without it; ignored with the line search off."""

@@ -373,9 +373,12 @@ def scenario_line_search(rank: int, world: int) -> dict:
     --hdet_controller_line_search_threshold 4, off, for a near target (the optimum stays below 4), and
     resumed from a checkpoint between two converges. The ``ties_*`` runs score with the train loss too, which
     favours the smaller multipliers (``1 + 0.1 m``) while the probe favours the larger: the votes disagree at
-    every converge (gated delta 0), with --hdet_controller_line_search_breaks_ties off and on."""
+    every converge (gated delta 0), with --hdet_controller_line_search_breaks_ties off and on, and on with
+    --hdet_controller_line_search_max_raise 4 (the others pin 2)."""
 
-    def run(threshold: float, target: float, resume_at: int | None = None, ties: bool | None = None) -> dict:
+    def run(
+        threshold: float, target: float, resume_at: int | None = None, ties: bool | None = None, max_raise: float = 2.0
+    ) -> dict:
         disagree = ties is not None
         def engine_for() -> tuple[HDETEngine, nn.Linear]:
             model = nn.Linear(1, 1, bias=False).to(device())
@@ -384,7 +387,7 @@ def scenario_line_search(rank: int, world: int) -> dict:
             config = HDETConfig(
                 sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, controller_signal="probe",
                 controller_lr=0.5, explore_until=1.0, controller_floor_after_peak=False, comparison_horizon=0.0,
-                controller_line_search_threshold=threshold, controller_line_search_max_raise=2.0,
+                controller_line_search_threshold=threshold, controller_line_search_max_raise=max_raise,
             )
             if disagree:
                 config = dataclasses.replace(
@@ -428,6 +431,7 @@ def scenario_line_search(rank: int, world: int) -> dict:
         "ties_on": run(4.0, target=2.0, ties=True),
         "ties_near_off": run(4.0, target=0.05, ties=False),
         "ties_near_on": run(4.0, target=0.05, ties=True),
+        "ties_on_bound4": run(4.0, target=2.0, ties=True, max_raise=4.0),
     }
 
 def scenario_fan_out(rank: int, world: int) -> dict:
