@@ -29,7 +29,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .collectives import NoContributorError, fused_average_
-from .config import HDETConfig
+from .config import MIN_FRACTION_SYNC_INTERVAL, HDETConfig
 from .controller import ControllerSettings
 from .converge_stats import GatheredStats, StatsLayout
 from .cooldown import cooldown_score
@@ -127,6 +127,22 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         self.line_search = LineSearchRaise(
             config.controller_line_search_threshold, config.controller_line_search_max_raise
         )
+        if (
+            config.auto_lr
+            and self.line_search.enabled
+            and config.controller_signal != "train_loss"
+            and config.sync_interval < MIN_FRACTION_SYNC_INTERVAL
+        ):
+            # Warned, not changed: the threshold is uncalibrated there, not wrong by construction.
+            warnings.warn(
+                f"--hdet_controller_line_search_threshold {config.controller_line_search_threshold:g} was measured "
+                f"with converges at least {MIN_FRACTION_SYNC_INTERVAL} steps apart; over {config.sync_interval}-step "
+                "intervals the probe's line is straight early in a run at any LR, and on a held-out task 4-step "
+                "intervals raised the best LR 4x and ended 1.6-3.7x worse (BENCHMARKS.md, reading 25). Use "
+                f"--hdet_sync_interval {MIN_FRACTION_SYNC_INTERVAL} or more, or "
+                "--hdet_controller_line_search_threshold 0.",
+                stacklevel=2,
+            )
         # --hdet_lr_fan_out_scale: step-size intervals (only ever alternating with a horizon) fan out narrower.
         self.lrs = LearningRates(
             optimizer, self.registry, self.recorder.record.lr_per_step,

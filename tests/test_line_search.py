@@ -89,3 +89,26 @@ def test_config_validation():
             HDETConfig(controller_line_search_threshold=bad)
     with pytest.raises(ValueError, match="--hdet_controller_line_search_max_raise must be a finite number > 1"):
         HDETConfig(controller_line_search_max_raise=1.0)
+
+
+def test_short_intervals_warn_that_the_line_search_is_uncalibrated():
+    """Reading 25: over 4-step intervals the first fits are straight at any LR and the line search raised the
+    best LR 4x; the engine says so (and how to avoid it) where the line search could act on such intervals."""
+    import warnings
+
+    from hdet_hf.engine import HDETEngine
+
+    def build(**config) -> list[str]:
+        model = torch.nn.Linear(3, 1)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            HDETEngine(
+                HDETConfig(auto_lr=True, auto_lr_warmup_steps=0, controller_signal="probe", **config), model,
+                torch.optim.SGD(model.parameters(), lr=0.1), 40,
+            )  # fmt: skip
+        return [str(w.message) for w in caught if "line_search_threshold" in str(w.message)]
+
+    (message,) = build(sync_interval=4)
+    assert "4-step intervals" in message and "--hdet_sync_interval 10 or more" in message
+    assert build(sync_interval=10) == []
+    assert build(sync_interval=4, controller_line_search_threshold=0.0) == []
