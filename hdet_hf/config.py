@@ -136,6 +136,16 @@ class HDETConfig:
             "the sweep's best instead of 1.567x (BENCHMARKS.md, reading 23). 1: the full spread (before)."
         },
     )
+    fan_out_until_direction: bool = field(
+        default=False,
+        metadata={
+            "help": "With a comparison horizon (> 0): an interval that would compare replicas by offsets before "
+            "the run has a direction to offset along (the one after the first converge, or every interval up to "
+            "the second converge with --hdet_comparison_horizon_start 0) compares them by step size instead, "
+            "as --hdet_lr_fan_out_scale says. Off: every replica trains at the average through such an interval "
+            "and it measures nothing. Ignored without a horizon."
+        },
+    )
     gradient_sync: str = field(
         default="shared",
         metadata={
@@ -282,6 +292,15 @@ class HDETConfig:
             "sweep's best on 3 seeds (was 1.773x), where its train loss and probe disagreed for four converges "
             "while the line stayed straight; every other run measured was bit-identical (BENCHMARKS.md, "
             "reading 24). --no_hdet_controller_line_search_breaks_ties turns it off."
+        },
+    )
+    controller_line_search_in_warmup: bool = field(
+        default=False,
+        metadata={
+            "help": "Fit the probe's line at the converges of the controller's warm-up (--hdet_auto_lr_warmup_steps) "
+            "too, without acting on them, so that the first converge where the controller acts can already have "
+            "the two far optima in a row that --hdet_controller_line_search_threshold asks for. Costs one probe "
+            "evaluation per warm-up converge. Does nothing with the line search off."
         },
     )
     controller_max_factor: float = field(

@@ -171,9 +171,17 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         return self._compares_over_horizon_from(self.step - self.steps_in_interval)
 
     def _compares_over_horizon_from(self, interval_start: int) -> bool:
-        return self.horizon.enabled and compares_by_offsets(
-            interval_start, self.config.sync_interval, self.horizon_start_step, self.config.early_comparison
-        )
+        if not (
+            self.horizon.enabled
+            and compares_by_offsets(
+                interval_start, self.config.sync_interval, self.horizon_start_step, self.config.early_comparison
+            )
+        ):
+            return False
+        # Before a second regular converge Z is zero: offsets along it would leave every replica at the average,
+        # measuring nothing (--hdet_fan_out_until_direction fans out by step size instead). `updates` is saved,
+        # so a resume mid-interval decides alike.
+        return self.horizon.has_direction or not self.config.fan_out_until_direction
 
     def _paired_kind(self) -> str | None:
         """At a regular converge: the kind of the interval that just ended while the two kinds alternate."""
@@ -265,7 +273,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         healthy (enters the average) and scored (counts for the controller). Also returns whether it probed."""
         signal = self.config.controller_signal
         mean_loss = self._window_loss()
-        probed = regular and signal != "train_loss" and self.controller_active()
+        probed = regular and signal != "train_loss" and (self.controller_active() or self._line_search_watches())
         if probed and (self.probe_fn is None or (signal in COOLDOWN_SIGNALS and self.cooldown_loss_fn is None)):
             raise RuntimeError(
                 f"controller_signal={signal!r} needs engine.probe_fn (and cooldown_loss_fn for the cool-down "
@@ -395,6 +403,8 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                 report.scale[name] = self.controllers[name].scale
             if self.config.converge_weights == "fitness":
                 self.fitness.observe(signal, gathered.scored)
+        elif probed and self._line_search_watches():
+            self.line_search.observe(self._line_search_optimum(LR, gathered))  # remembered, not acted on
         self.registry.redraw()
         self.apply_values()
         if self.horizon.enabled:
@@ -416,20 +426,32 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         self.steps_in_interval = 0
         return report
 
+    def _line_search_watches(self) -> bool:
+        """During the controller's warm-up: whether the line search fits this converge anyway
+        (``controller_line_search_in_warmup``), so the first active converge can act on two fits."""
+        return (
+            self.config.controller_line_search_in_warmup
+            and self.line_search.enabled
+            and self.config.auto_lr
+            and self.step < self.warmup_steps
+        )
+
+    def _line_search_optimum(self, name: str, gathered: GatheredStats) -> float | None:
+        """The probe's line-search optimum over the interval just ended (None: no line to fit)."""
+        # A horizon interval that started before Z held an update had every replica at the average: no line.
+        displaced = not self.compares_over_horizon() or self.horizon.has_direction
+        if self.config.controller_signal == "train_loss" or not displaced:
+            return None
+        # Measured where the replicas stepped: a step-size interval's narrower fan-out (`lr_fan_out_scale`).
+        multipliers = torch.tensor(gathered.multipliers[name], dtype=torch.float64)
+        if not self.compares_over_horizon():
+            multipliers = narrowed(multipliers, self.lrs.fan_out_scale)
+        return line_search_optimum(multipliers, gathered.signals, gathered.scored)
+
     def _raise_by_line_search(self, name: str, gathered: GatheredStats, delta: float, before: float) -> None:
         """Make a passed raise (or, with ``controller_line_search_breaks_ties``, a tie) at least the probe's line
         search allows (`line_search`); probe rows only."""
-        probed = self.config.controller_signal != "train_loss"
-        # A horizon interval that started before Z held an update had every replica at the average: no line.
-        displaced = not self.compares_over_horizon() or self.horizon.has_direction
-        optimum = None
-        if probed and displaced:
-            # Measured where the replicas stepped: a step-size interval's narrower fan-out (`lr_fan_out_scale`).
-            multipliers = torch.tensor(gathered.multipliers[name], dtype=torch.float64)
-            if not self.compares_over_horizon():
-                multipliers = narrowed(multipliers, self.lrs.fan_out_scale)
-            optimum = line_search_optimum(multipliers, gathered.signals, gathered.scored)
-        factor = self.line_search.observe(optimum)
+        factor = self.line_search.observe(self._line_search_optimum(name, gathered))
         # A tie (delta exactly 0: the gate found the votes disagreeing) may be broken by a straight line.
         passed = delta > 0 or (delta == 0 and self.config.controller_line_search_breaks_ties)
         if passed and factor > 1.0:

@@ -67,7 +67,12 @@ def stepped_multipliers(row: dict[str, Any], sync: dict[str, Any]) -> list[float
     start = config.get("comparison_horizon_start", 0.0)
     horizon_start = int(start) if start >= 1 else int(round(start * steps))
     interval_start = int(sync["step"]) - period
-    if compares_by_offsets(interval_start, period, horizon_start, config.get("early_comparison", "one_interval")):
+    # --hdet_fan_out_until_direction: before the second regular converge the horizon has no direction, so the
+    # engine fans out by step size there instead.
+    without_direction = config.get("fan_out_until_direction", False) and interval_start < 2 * period
+    if not without_direction and compares_by_offsets(
+        interval_start, period, horizon_start, config.get("early_comparison", "one_interval")
+    ):
         return multipliers
     return [narrowed(m, scale) for m in multipliers]
 

@@ -62,3 +62,8 @@ def test_fits_the_multipliers_a_step_size_interval_stepped_at():
     assert controller_line_search.stepped_multipliers({**row, "hdet_config": renamed}, step_size) == narrow
     plain = {**row, "hdet_config": {**config, "comparison_horizon": 0.0}}
     assert controller_line_search.stepped_multipliers(plain, step_size) == M
+    # --hdet_fan_out_until_direction: the interval from step 10 had no direction yet, so it stepped narrowed too;
+    # the offset interval from step 30 (the horizon's start) keeps the recorded multipliers.
+    early = {**row, "hdet_config": {**config, "fan_out_until_direction": True}}
+    assert controller_line_search.stepped_multipliers(early, offsets) == narrow
+    assert controller_line_search.stepped_multipliers(early, sync(40, 3.0, 0.0)) == M

@@ -130,6 +130,15 @@ def test_line_search_sizes_a_raise_far_below_the_right_lr(tmp_path):
     assert raised >= 2 and tied_on[-1]["scale"] > 2.0
     # --hdet_controller_line_search_max_raise bounds each such raise: at 4 a straight line climbs 4x per converge
     # where the bound of 2 took 2x (m* is far above 16 here), so it reaches the controller's bound sooner.
+    # --hdet_controller_line_search_in_warmup: the converge at step 2 (controller still waiting) is fitted but not
+    # acted on; so the first active converge (step 4) raises by min(m*/4, 2), where without it step 4 only fits.
+    waited, watched = runs["warmup_off"]["converges"], runs["warmup_on"]["converges"]
+    assert waited[0]["probe_losses"] == [] and watched[0]["probe_losses"] != []
+    assert waited[0]["scale"] == watched[0]["scale"] == 1.0 and watched[0]["delta"] is None
+    optima = [_parabola_optimum(c["multipliers"], c["probe_losses"]) for c in watched[:2]]
+    assert min(optima) >= 4.0 and _parabola_optimum(waited[1]["multipliers"], waited[1]["probe_losses"]) >= 4.0
+    assert watched[1]["scale"] >= min(optima[1] / 4.0, 2.0) * (1 - 1e-9) > waited[1]["scale"] * 1.2
+    assert runs["warmup_on_resumed"] == runs["warmup_on"]  # the warm-up's fit survives a checkpoint
     bound4 = runs["ties_on_bound4"]["converges"]
     factors = {2.0: [], 4.0: []}
     for bound, run in ((2.0, tied_on), (4.0, bound4)):
@@ -319,6 +328,32 @@ def test_fan_out_scale_narrows_only_the_step_size_intervals(tmp_path):
     assert converges[1]["step"] == 4 and converges[1]["optimum"] is None
     assert all(c["optimum"] is not None for c in converges if c["step"] % 4 == 0 and c["step"] > 4)
     assert any(c["delta"] > 0 for c in converges)  # the target lies ahead: the controller raises
+
+
+def test_fan_out_until_direction_measures_the_interval_after_the_first_converge(tmp_path):
+    """--hdet_fan_out_until_direction on 3 processes: the interval after the first converge (an offset interval,
+    but Z holds no update yet) fans out by step size instead of leaving every replica at the average, so its
+    converge has a line to fit and casts a step-size vote; from there the two kinds alternate as before."""
+    skip_unless_backend_fits(3)
+    torchrun("engine_worker.py", 3, ["fan_out", str(tmp_path), "1"])
+    ranks = load_ranks(tmp_path, 3)
+    step_size_starts = {0, 2, 4, 8, 12}  # 2 replaces the offset interval that had no direction
+    for r in ranks:
+        for step, (lr, base, m) in enumerate(r["lrs"], start=1):
+            step_size = (step - 1) // 2 * 2 in step_size_starts
+            assert lr == pytest.approx(base * (1 + 0.4 * (m - 1)) if step_size else base, rel=1e-12), step
+    assert len({r["lrs"][2][0] for r in ranks}) == 3  # step 3: three different LRs (one without the option)
+    converges = ranks[0]["converges"]
+    assert all(r["converges"] == converges for r in ranks[1:])
+    assert [c["step"] for c in converges] == list(range(2, 17, 2))
+    for c in converges:
+        if c["step"] - 2 in step_size_starts:
+            stepped = [1 + 0.4 * (m - 1) for m in c["multipliers"]]
+            assert c["optimum"] == pytest.approx(_parabola_optimum(stepped, c["probe_losses"]), rel=1e-9)
+        assert c["optimum"] is not None  # every interval measured something
+    # Step 4 closed a step-size interval: its vote is the step-size kind's, and no horizon vote exists yet.
+    assert converges[1]["votes"]["horizon"] is None and converges[1]["votes"]["one_interval"] is not None
+    assert converges[2]["votes"]["horizon"] is None and converges[3]["votes"]["horizon"] is not None
 
 
 def test_comparison_horizon_offsets_replicas_along_the_discounted_direction(tmp_path):

@@ -289,6 +289,23 @@ def test_a_tie_break_cannot_change_on_resume():
     )
 
 
+def test_fan_out_until_direction_cannot_change_on_resume():
+    """--hdet_fan_out_until_direction decides which LRs ran early: a resume with the other value is refused by
+    name; a checkpoint from before the setting left that interval undisplaced; ignored without a horizon."""
+    state = _engine(auto_lr=True, fan_out_until_direction=True).state_dict()
+    with pytest.raises(
+        ValueError,
+        match=r"saved with --hdet_fan_out_until_direction True, but this run has --hdet_fan_out_until_direction False",
+    ):
+        _engine(auto_lr=True, fan_out_until_direction=False).load_state_dict(state)
+    del state["config"]["fan_out_until_direction"]  # written before the setting existed
+    with pytest.raises(ValueError, match=r"saved with --hdet_fan_out_until_direction False"):
+        _engine(auto_lr=True, fan_out_until_direction=True).load_state_dict(state)
+    _engine(auto_lr=True, fan_out_until_direction=False).load_state_dict(state)
+    off = {"auto_lr": True, "comparison_horizon": 0.0}
+    _engine(**off, fan_out_until_direction=True).load_state_dict(_engine(**off, fan_out_until_direction=False).state_dict())
+
+
 def test_a_fan_out_scale_cannot_change_on_resume():
     """--hdet_lr_fan_out_scale decides the LRs that ran: a resume with another value is refused by name. A
     checkpoint from before it existed stepped at the full spread, so it resumes only with 1."""

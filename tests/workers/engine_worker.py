@@ -374,10 +374,12 @@ def scenario_line_search(rank: int, world: int) -> dict:
     resumed from a checkpoint between two converges. The ``ties_*`` runs score with the train loss too, which
     favours the smaller multipliers (``1 + 0.1 m``) while the probe favours the larger: the votes disagree at
     every converge (gated delta 0), with --hdet_controller_line_search_breaks_ties off and on, and on with
-    --hdet_controller_line_search_max_raise 4 (the others pin 2)."""
+    --hdet_controller_line_search_max_raise 4 (the others pin 2). The ``warmup_*`` runs keep the controller
+    waiting 4 steps, with and without --hdet_controller_line_search_in_warmup."""
 
     def run(
-        threshold: float, target: float, resume_at: int | None = None, ties: bool | None = None, max_raise: float = 2.0
+        threshold: float, target: float, resume_at: int | None = None, ties: bool | None = None, max_raise: float = 2.0,
+        warmup: int = 0, in_warmup: bool = False,
     ) -> dict:
         disagree = ties is not None
         def engine_for() -> tuple[HDETEngine, nn.Linear]:
@@ -385,9 +387,10 @@ def scenario_line_search(rank: int, world: int) -> dict:
             with torch.no_grad():
                 model.weight.zero_()
             config = HDETConfig(
-                sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, controller_signal="probe",
+                sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=warmup, controller_signal="probe",
                 controller_lr=0.5, explore_until=1.0, controller_floor_after_peak=False, comparison_horizon=0.0,
                 controller_line_search_threshold=threshold, controller_line_search_max_raise=max_raise,
+                controller_line_search_in_warmup=in_warmup,
             )
             if disagree:
                 config = dataclasses.replace(
@@ -432,14 +435,17 @@ def scenario_line_search(rank: int, world: int) -> dict:
         "ties_near_off": run(4.0, target=0.05, ties=False),
         "ties_near_on": run(4.0, target=0.05, ties=True),
         "ties_on_bound4": run(4.0, target=2.0, ties=True, max_raise=4.0),
+        "warmup_off": run(4.0, target=2.0, warmup=4),
+        "warmup_on": run(4.0, target=2.0, warmup=4, in_warmup=True),
+        "warmup_on_resumed": run(4.0, target=2.0, warmup=4, in_warmup=True, resume_at=3),
     }
 
-def scenario_fan_out(rank: int, world: int) -> dict:
+def scenario_fan_out(rank: int, world: int, until_direction: str = "0") -> dict:
     """--hdet_lr_fan_out_scale 0.4 with --hdet_lr_spread 0.5 (step-size intervals at spread 0.2): the whole run
     is the early phase (lower_of_both, T 2, H 2 steps), so step-size intervals (starting at steps 0, 4, 8, ...) alternate with offset ones. The
     weight climbs at a constant gradient and the probe is a parabola in the step taken (`scenario_line_search`).
-    Records per step the LR, base LR and multiplier; per regular converge the report and the line search's
-    optimum."""
+    ``until_direction`` "1": --hdet_fan_out_until_direction. Records per step the LR, base LR and multiplier; per
+    regular converge the report, the line search's optimum and the paired votes."""
     model = nn.Linear(1, 1, bias=False).to(device())
     with torch.no_grad():
         model.weight.zero_()
@@ -447,7 +453,7 @@ def scenario_fan_out(rank: int, world: int) -> dict:
         sync_interval=2, lr_spread=0.5, lr_fan_out_scale=0.4, auto_lr=True, auto_lr_warmup_steps=0,
         controller_signal="probe", controller_lr=0.5, explore_until=1.0, controller_floor_after_peak=False,
         comparison_horizon=2, comparison_horizon_start=16, early_comparison="lower_of_both",
-        controller_line_search_threshold=4.0,
+        controller_line_search_threshold=4.0, fan_out_until_direction=until_direction == "1",
     )  # fmt: skip
     engine = HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-2), total_steps=16)
     engine.probe_fn = lambda: float((model.weight.detach().double() - 2.0).pow(2).sum())
@@ -464,6 +470,7 @@ def scenario_fan_out(rank: int, world: int) -> dict:
             converges.append({
                 "step": step, "multipliers": report.multipliers["lr"], "probe_losses": report.probe_losses,
                 "delta": report.delta.get("lr"), "optimum": engine.line_search.last_optimum,
+                "votes": dict(engine.paired_votes.latest),
             })  # fmt: skip
         engine.apply_lr([1e-2])
     return {"lrs": lrs, "converges": converges}
