@@ -142,8 +142,13 @@ class HDETConfig:
             "help": "With a comparison horizon (> 0): an interval that would compare replicas by offsets before "
             "the run has a direction to offset along (the one after the first converge, or every interval up to "
             "the second converge with --hdet_comparison_horizon_start 0) compares them by step size instead, "
-            "as --hdet_lr_fan_out_scale says. Off: every replica trains at the average through such an interval "
-            "and it measures nothing. Ignored without a horizon."
+            "as --hdet_lr_fan_out_scale says, so the probe's line search has a fit one interval sooner. Off (the "
+            "default): every replica trains at the average through such an interval and it measures nothing. "
+            "Measured in session 21 and not adopted: from 10x below the 120-step held-out classifier ended 1.156x "
+            "the sweep's best on 3 seeds (default 1.378x), but at the best LR the 200-step classifier raised its LR "
+            "3.9x and ended 1.442x (default 1.046x): so early in a run the probe's line is straight at any LR, and "
+            "the two far optima in a row that the line search asks for then come from the first 15 %% of the run "
+            "(BENCHMARKS.md, reading 26). Ignored without a horizon."
         },
     )
     gradient_sync: str = field(
@@ -292,15 +297,6 @@ class HDETConfig:
             "sweep's best on 3 seeds (was 1.773x), where its train loss and probe disagreed for four converges "
             "while the line stayed straight; every other run measured was bit-identical (BENCHMARKS.md, "
             "reading 24). --no_hdet_controller_line_search_breaks_ties turns it off."
-        },
-    )
-    controller_line_search_in_warmup: bool = field(
-        default=False,
-        metadata={
-            "help": "Fit the probe's line at the converges of the controller's warm-up (--hdet_auto_lr_warmup_steps) "
-            "too, without acting on them, so that the first converge where the controller acts can already have "
-            "the two far optima in a row that --hdet_controller_line_search_threshold asks for. Costs one probe "
-            "evaluation per warm-up converge. Does nothing with the line search off."
         },
     )
     controller_max_factor: float = field(

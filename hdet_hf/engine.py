@@ -273,7 +273,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         healthy (enters the average) and scored (counts for the controller). Also returns whether it probed."""
         signal = self.config.controller_signal
         mean_loss = self._window_loss()
-        probed = regular and signal != "train_loss" and (self.controller_active() or self._line_search_watches())
+        probed = regular and signal != "train_loss" and self.controller_active()
         if probed and (self.probe_fn is None or (signal in COOLDOWN_SIGNALS and self.cooldown_loss_fn is None)):
             raise RuntimeError(
                 f"controller_signal={signal!r} needs engine.probe_fn (and cooldown_loss_fn for the cool-down "
@@ -403,8 +403,6 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                 report.scale[name] = self.controllers[name].scale
             if self.config.converge_weights == "fitness":
                 self.fitness.observe(signal, gathered.scored)
-        elif probed and self._line_search_watches():
-            self.line_search.observe(self._line_search_optimum(LR, gathered))  # remembered, not acted on
         self.registry.redraw()
         self.apply_values()
         if self.horizon.enabled:
@@ -425,16 +423,6 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         self.window.diverged = False
         self.steps_in_interval = 0
         return report
-
-    def _line_search_watches(self) -> bool:
-        """During the controller's warm-up: whether the line search fits this converge anyway
-        (``controller_line_search_in_warmup``), so the first active converge can act on two fits."""
-        return (
-            self.config.controller_line_search_in_warmup
-            and self.line_search.enabled
-            and self.config.auto_lr
-            and self.step < self.warmup_steps
-        )
 
     def _line_search_optimum(self, name: str, gathered: GatheredStats) -> float | None:
         """The probe's line-search optimum over the interval just ended (None: no line to fit)."""

@@ -50,8 +50,7 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # the full --hdet_lr_spread in every interval. Session-19 controller_line_search_breaks_ties: earlier checkpoints
 # let the line search act on passed raises only. (controller_line_search_max_raise's default became 4 in session 20;
 # checkpoints from before session 17 had no line search, so their value is ignored: see check_resumed_settings.)
-# Session-21 fan_out_until_direction: earlier checkpoints left a horizon interval without a direction undisplaced;
-# controller_line_search_in_warmup: earlier checkpoints fitted no line before the controller acted.
+# Session-21 fan_out_until_direction: earlier checkpoints left a horizon interval without a direction undisplaced.
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,
@@ -64,7 +63,6 @@ LEGACY_VALUES = {
     "lr_fan_out_scale": 1.0,
     "controller_line_search_breaks_ties": False,
     "fan_out_until_direction": False,
-    "controller_line_search_in_warmup": False,
 }
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
 PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
@@ -214,7 +212,6 @@ def check_resumed_settings(
             if values.get("controller_line_search_threshold") == 0:
                 values.pop("controller_line_search_breaks_ties", None)  # ignored without the line search
                 values.pop("controller_line_search_max_raise", None)
-                values.pop("controller_line_search_in_warmup", None)
         changed = [
             key
             for key in current

@@ -121,8 +121,6 @@ TUNED_CONTROLLER = {
     # ... and with a horizon interval before the run had a direction left undisplaced; the _dir rows set their own
     # (session 21).
     "fan_out_until_direction": False,
-    # ... and with no line fitted during the controller's warm-up; the _lsw rows set their own (session 21).
-    "controller_line_search_in_warmup": False,
 }
 # (label, note, HDETConfig fields) of the controller ideas measured for issue 10.
 CONTROLLER_IDEAS = (
@@ -230,8 +228,8 @@ CONTROLLER_IDEAS = (
     # Session 21: the session-20 default, and the interval after the first converge (a horizon interval with no
     # direction yet: every replica at the average) fans out by step size, so the line search has a fit 10 steps sooner.
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_dir", "the default with --hdet_fan_out_until_direction (the interval after the first converge fans out by step size instead of measuring nothing)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "fan_out_until_direction": True}),
-    # ... and the line fitted during the controller's warm-up too, so the first active converge can raise.
-    ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_dir_lsw", "the _dir row with --hdet_controller_line_search_in_warmup (the line search fits during the controller's warm-up, acts after it)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "fan_out_until_direction": True, "controller_line_search_in_warmup": True}),
+    # (The _dir_lsw row, the line also fitted during the controller's warm-up, ran at commit a485a9a: rejected,
+    # reading 26; its setting was removed.)
     # Session 17: far below the right LR the probe's line search sizes a raise (hdet_hf/line_search.py).
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4", "the default with --hdet_controller_line_search_threshold 4 (a passed raise is at least min(m*/4, 2) when the probe's line search puts the best step at >= 4x twice in a row)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0}),
     ("avgprobe_T3pct_until0.5_hz0.1", "averaged_probe, T 3 %, explore_until 0.5, comparison horizon 10 % of the run", {"controller_signal": "averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.0}),

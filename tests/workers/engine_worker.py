@@ -374,12 +374,10 @@ def scenario_line_search(rank: int, world: int) -> dict:
     resumed from a checkpoint between two converges. The ``ties_*`` runs score with the train loss too, which
     favours the smaller multipliers (``1 + 0.1 m``) while the probe favours the larger: the votes disagree at
     every converge (gated delta 0), with --hdet_controller_line_search_breaks_ties off and on, and on with
-    --hdet_controller_line_search_max_raise 4 (the others pin 2). The ``warmup_*`` runs keep the controller
-    waiting 4 steps, with and without --hdet_controller_line_search_in_warmup."""
+    --hdet_controller_line_search_max_raise 4 (the others pin 2)."""
 
     def run(
-        threshold: float, target: float, resume_at: int | None = None, ties: bool | None = None, max_raise: float = 2.0,
-        warmup: int = 0, in_warmup: bool = False,
+        threshold: float, target: float, resume_at: int | None = None, ties: bool | None = None, max_raise: float = 2.0
     ) -> dict:
         disagree = ties is not None
         def engine_for() -> tuple[HDETEngine, nn.Linear]:
@@ -387,10 +385,9 @@ def scenario_line_search(rank: int, world: int) -> dict:
             with torch.no_grad():
                 model.weight.zero_()
             config = HDETConfig(
-                sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=warmup, controller_signal="probe",
+                sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, controller_signal="probe",
                 controller_lr=0.5, explore_until=1.0, controller_floor_after_peak=False, comparison_horizon=0.0,
                 controller_line_search_threshold=threshold, controller_line_search_max_raise=max_raise,
-                controller_line_search_in_warmup=in_warmup,
             )
             if disagree:
                 config = dataclasses.replace(
@@ -435,9 +432,6 @@ def scenario_line_search(rank: int, world: int) -> dict:
         "ties_near_off": run(4.0, target=0.05, ties=False),
         "ties_near_on": run(4.0, target=0.05, ties=True),
         "ties_on_bound4": run(4.0, target=2.0, ties=True, max_raise=4.0),
-        "warmup_off": run(4.0, target=2.0, warmup=4),
-        "warmup_on": run(4.0, target=2.0, warmup=4, in_warmup=True),
-        "warmup_on_resumed": run(4.0, target=2.0, warmup=4, in_warmup=True, resume_at=3),
     }
 
 def scenario_fan_out(rank: int, world: int, until_direction: str = "0") -> dict:
