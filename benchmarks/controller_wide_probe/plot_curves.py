@@ -12,9 +12,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 HERE = Path(__file__).parent
-files = sorted(HERE.glob("*.jsonl"))
-fig, axes = plt.subplots(1, len(files), figsize=(4.2 * len(files), 3.8), squeeze=False)
-for ax, path in zip(axes[0], files):
+# One row per task, starts in the order 10x below, best, 3x above.
+ORDER = {"low": 0, "best": 1, "high": 2}
+files = sorted(HERE.glob("*.jsonl"), key=lambda p: (p.stem[0], ORDER[p.stem.split("_")[1]]))
+tasks = sorted({p.stem[0] for p in files})
+fig, axes = plt.subplots(len(tasks), 3, figsize=(13, 3.6 * len(tasks)), squeeze=False)
+for ax in axes.flat:
+    ax.set_visible(False)
+for path in files:
+    ax = axes[tasks.index(path.stem[0])][ORDER[path.stem.split("_")[1]]]
+    ax.set_visible(True)
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     cmap = plt.get_cmap("viridis")
     for i, row in enumerate(rows):
