@@ -49,7 +49,7 @@ from transformers.trainer_seq2seq import Seq2SeqTrainer
 from transformers.training_args import TrainingArguments
 from transformers.training_args_seq2seq import Seq2SeqTrainingArguments
 
-from hdet_hf.process import finish_distributed
+from hdet_hf.process import finish_distributed, remember_backend
 from hdet_hf.trainer import HDETTrainer, HDETTrainerMixin
 from hdet_hf.training_args import HDETTrainingArguments, with_hdet_arguments
 
@@ -288,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     require_hdet = hdet_requested(script_args)
     trainers_before = HDETTrainerMixin.instances_created
+    remember_backend()  # this run's group only: an earlier in-process run's Trainer must not decide how this one ends
     with patch_transformers(require_hdet_in=script if require_hdet else None):
         # Looked up inside the patch: finding a submodule imports its packages, and classes those define must
         # see the HDET versions.
@@ -312,8 +313,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = code or 1
     sys.stdout.flush()
     sys.stderr.flush()
-    # Only after success: after a failure other ranks may never reach finish_distributed's barrier.
-    if code == 0 and dist.is_available() and dist.is_initialized():
+    # Only after success: after a failure other ranks may never reach finish_distributed's barrier. Also when the
+    # script destroyed the group itself (TRL's scripts do): gloo can still abort at the interpreter's exit.
+    if code == 0 and dist.is_available():
         finish_distributed(code)  # with gloo it ends the process here
     return code
 

@@ -66,6 +66,19 @@ def check_launch_seen(seen_world_size: int, what: str, fix: str) -> None:
         )
 
 
+# The backend of the process group a Trainer was created under (`remember_backend`): a script may destroy the group
+# itself before `finish_distributed` runs (TRL's stock scripts call `trainer.end()`, which Accelerate's
+# `end_training` turns into `destroy_process_group`), and gloo's finalisation abort can still follow.
+_remembered_backend: str | None = None
+
+
+def remember_backend() -> None:
+    """Note the current process group's backend for `finish_distributed` (None without one: the last call wins)."""
+    global _remembered_backend
+    initialized = dist.is_available() and dist.is_initialized()
+    _remembered_backend = str(dist.get_backend()) if initialized else None
+
+
 def finish_distributed(exit_code: int = 0) -> None:
     """Tear down the process group and end the process.
 
@@ -75,13 +88,14 @@ def finish_distributed(exit_code: int = 0) -> None:
     finished. For gloo we therefore flush and leave with ``os._exit`` after a barrier and
     ``destroy_process_group``, which skips that finalisation. Python-level atexit handlers (e.g. a logger's
     final flush) are run first, since ``os._exit`` would skip them. NCCL and single-process runs return
-    normally.
+    normally. A group the script already destroyed (see `remember_backend`) ends the same way, without the barrier.
     """
-    if not (dist.is_available() and dist.is_initialized()):
-        return
-    backend = str(dist.get_backend())
-    dist.barrier()
-    dist.destroy_process_group()
+    if dist.is_available() and dist.is_initialized():
+        backend = str(dist.get_backend())
+        dist.barrier()
+        dist.destroy_process_group()
+    else:
+        backend = _remembered_backend or ""
     if "gloo" in backend:
         atexit._run_exitfuncs()
         sys.stdout.flush()

@@ -54,7 +54,7 @@ from .hyperparameters import (
     weight_decay_hyperparameter,
 )
 from .loss_signal import count_label_items, loss_divides_by_items, per_item_mean_loss
-from .process import check_launch_seen
+from .process import check_launch_seen, remember_backend
 from .schedule_metadata import (
     MODEL_CARD_TAG,
     PLOT_FILENAME,
@@ -160,6 +160,7 @@ class HDETTrainerMixin:
         self._extra_hyperparameters: list[Hyperparameter] = []
         HDETTrainerMixin.instances_created += 1
         super().__init__(*args, **kwargs)
+        remember_backend()  # for `hdet_hf.launch`'s exit, should the script destroy the group itself
         if self.hdet_enabled:
             check_launch_seen(
                 self.args.world_size,

@@ -190,3 +190,27 @@ def test_without_hdet_the_launcher_changes_nothing(tmp_path):
     assert len(losses(direct)) == 4 and losses(launched) == losses(direct)
     assert not (tmp_path / "launched" / "hdet_schedule.json").exists()
     assert not any("hdet/base_lr" in h for h in launched["log_history"])
+
+
+def test_a_group_the_script_destroyed_still_ends_without_gloo_finalisation(monkeypatch):
+    """TRL's stock scripts call `trainer.end()`, which destroys the process group before the launcher's exit; with
+    gloo the process must still leave through ``os._exit`` (gloo can abort at interpreter exit and the launcher
+    would report a finished run as failed: pytorch/pytorch#179291). The backend is the one a Trainer last saw."""
+    import torch.distributed as dist
+
+    from hdet_hf import process
+
+    exits: list[int] = []
+    monkeypatch.setattr(process.os, "_exit", exits.append)
+    monkeypatch.setattr(process.atexit, "_run_exitfuncs", lambda: None)  # not this test process's handlers
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        process.remember_backend()  # what HDETTrainerMixin.__init__ does
+    finally:
+        dist.destroy_process_group()  # what trainer.end() does
+    assert process._remembered_backend == "gloo"
+    process.finish_distributed(3)
+    assert exits == [3]
+    process.remember_backend()  # no group now: forgotten, as launch.main does before each script
+    process.finish_distributed(0)
+    assert exits == [3]  # nothing to end: a normal return
