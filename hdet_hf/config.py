@@ -146,8 +146,9 @@ class HDETConfig:
             "default): every replica trains at the average through such an interval and it measures nothing. "
             "Measured in session 21 and not adopted: from 10x below the 120-step held-out classifier ended 1.156x "
             "the sweep's best on 3 seeds (default 1.378x), but at the best LR the 200-step classifier raised its LR "
-            "3.9x and ended 1.442x (1.015x with the default on that seed): so early in a run the probe's line is straight at any LR, and "
-            "the two far optima in a row that the line search asks for then come from the first 15 %% of the run "
+            "3.9x and ended 1.442x (1.015x with the default on that seed): so early in a run the probe's line is "
+            "straight at any LR, and the two far optima in a row that the line search asks for then come from the "
+            "first 15 %% of the run "
             "(BENCHMARKS.md, reading 26). Ignored without a horizon."
         },
     )

@@ -171,11 +171,8 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         return self._compares_over_horizon_from(self.step - self.steps_in_interval)
 
     def _compares_over_horizon_from(self, interval_start: int) -> bool:
-        if not (
-            self.horizon.enabled
-            and compares_by_offsets(
-                interval_start, self.config.sync_interval, self.horizon_start_step, self.config.early_comparison
-            )
+        if not self.horizon.enabled or not compares_by_offsets(
+            interval_start, self.config.sync_interval, self.horizon_start_step, self.config.early_comparison
         ):
             return False
         # Before a second regular converge Z is zero: offsets along it would leave every replica at the average,
