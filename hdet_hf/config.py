@@ -300,6 +300,20 @@ class HDETConfig:
             "reading 24). --no_hdet_controller_line_search_breaks_ties turns it off."
         },
     )
+    controller_wide_probe_threshold: float = field(
+        default=0.0,
+        metadata={
+            "help": "Far below the right LR, read the probe far along the run's update: at each regular converge "
+            "the probe loss at P + k (A - P) for k = 1, 2, 4, ..., 32 (A: this average, P: the previous one; "
+            "each rank probes its share on the averaged weights) gives the multiple k* (first local minimum) "
+            "of the interval's update that the probe would step. When k* >= this threshold, the controller's "
+            "factor becomes at least min(k*/4, --hdet_controller_line_search_max_raise) times what it was "
+            "before the converge; the first reading below the threshold ends the reading for the run. 0 = off "
+            "(the default). Needs a probe signal (train_and_*, probe, averaged_probe); otherwise it does "
+            "nothing. In the first 10-15 %% of six runs k* was 16-32 at 10x below the sweep's best LR and at "
+            "most 8 at the best LR or above (BENCHMARKS.md, reading 26)."
+        },
+    )
     controller_max_factor: float = field(
         default=10.0,
         metadata={
@@ -650,6 +664,14 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('controller_line_search_max_raise')} must be a finite number > 1, but got "
                 f"{self.controller_line_search_max_raise!r}"
+            )
+        if not (
+            math.isfinite(self.controller_wide_probe_threshold)
+            and (self.controller_wide_probe_threshold == 0 or self.controller_wide_probe_threshold > 1.0)
+        ):
+            raise ValueError(
+                f"{_flag('controller_wide_probe_threshold')} must be 0 (off) or a finite number > 1, but got "
+                f"{self.controller_wide_probe_threshold!r}: it is a multiple of the interval's update (e.g. 16)."
             )
         if not (math.isfinite(self.controller_max_factor) and self.controller_max_factor > 1.0):
             raise ValueError(

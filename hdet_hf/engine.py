@@ -46,6 +46,7 @@ from .registry import LR, ExploredValues, HyperparameterRegistry
 from .replica import ReplicaTensors
 from .run_record import ConvergeReport, RunRecorder, RunRecordViews, SyncReport
 from .score_window import AVERAGED_SIGNALS, COOLDOWN_SIGNALS, PROBE_ONLY_SIGNALS, ScoreWindow
+from .wide_probe import WIDE_GRID, WideProbe, wide_optimum
 
 __all__ = ["HDETEngine", "ConvergeReport", "SyncReport", "HDETDivergenceError", "STATE_VERSION"]
 
@@ -143,6 +144,14 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                 "--hdet_controller_line_search_threshold 0.",
                 stacklevel=2,
             )
+        # --hdet_controller_wide_probe_threshold: far below the right LR, the probe read far along the update
+        # raises early (only with the LR controller and a probe to read).
+        reads_probe = config.auto_lr and config.controller_signal != "train_loss"
+        self.wide_probe = WideProbe(
+            config.controller_wide_probe_threshold if reads_probe else 0.0, config.controller_line_search_max_raise
+        )
+        # The previous regular average, kept here only when no horizon keeps it (freed when the reading ends).
+        self._wide_anchors: list[torch.Tensor] | None = None
         # --hdet_lr_fan_out_scale: step-size intervals (only ever alternating with a horizon) fan out narrower.
         self.lrs = LearningRates(
             optimizer, self.registry, self.recorder.record.lr_per_step,
@@ -390,6 +399,8 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                 self.paired_votes.record(kind, infos[LR]["raw_delta"])
             if LR in infos and self.line_search.enabled:
                 self._raise_by_line_search(LR, gathered, infos[LR]["delta"], before=report.scale[LR])
+            if LR in infos and self.wide_probe.active and self.step < self.explore_until_step:
+                self._raise_by_wide_probe(LR, before=report.scale[LR])
             for name, info in infos.items():
                 floor = self.peak_floor.floor(name)
                 if floor is not None:
@@ -416,6 +427,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                     self.horizon.offset_(self.replica.param_data(), amount)
             else:
                 self.horizon.release()  # exploration is over: the two parameter copies are not needed again
+        self._keep_wide_anchors()
         self.window.reset_loss()
         self.window.diverged = False
         self.steps_in_interval = 0
@@ -441,6 +453,55 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         passed = delta > 0 or (delta == 0 and self.config.controller_line_search_breaks_ties)
         if passed and factor > 1.0:
             self.registry.clamp_controller(name, min(before * factor, self.settings.max_factor))
+
+    def _previous_average(self) -> list[torch.Tensor] | None:
+        """The previous regular converge's average (None before there was one)."""
+        return self.horizon.anchors if self.horizon.enabled else self._wide_anchors
+
+    def _keep_wide_anchors(self) -> None:
+        """After a regular converge: keep this average for the next wide reading where no horizon keeps it."""
+        if self.horizon.enabled:
+            return
+        if not (self.wide_probe.active and self.step < self.explore_until_step):
+            self._wide_anchors = None
+        elif self._wide_anchors is None:
+            self._wide_anchors = [p.clone() for p in self.replica.param_data()]
+        else:
+            torch._foreach_copy_(self._wide_anchors, self.replica.param_data())
+
+    def _raise_by_wide_probe(self, name: str, before: float) -> None:
+        """Read the probe along the interval's update (`wide_probe`) and raise the factor as far as it allows."""
+        anchors = self._previous_average()
+        if anchors is None:
+            return  # the first regular converge: no update to read along yet
+        factor = self.wide_probe.observe(wide_optimum(WIDE_GRID, self._probe_along_update(anchors)), self.step)
+        if factor > 1.0:
+            self.registry.clamp_controller(name, min(before * factor, self.settings.max_factor))
+
+    @torch.no_grad()
+    def _probe_along_update(self, anchors: list[torch.Tensor]) -> list[float]:
+        """The probe loss at ``anchor + k (average - anchor)`` for each k of `WIDE_GRID`, identical on every rank:
+        each rank reads its share of the grid on copies of the averaged weights, one all-reduce sums them."""
+        params = self.replica.param_data()
+        average = [p.clone() for p in params]
+        losses = torch.zeros(len(WIDE_GRID), dtype=torch.float64, device=params[0].device)
+        try:
+            for index in range(self.rank, len(WIDE_GRID), self.world_size):
+                torch._foreach_copy_(params, average)
+                torch._foreach_sub_(params, anchors)
+                torch._foreach_mul_(params, WIDE_GRID[index])
+                torch._foreach_add_(params, anchors)
+                losses[index] = self._probe_here()
+        finally:
+            torch._foreach_copy_(params, average)
+        if self.world_size > 1:
+            dist.all_reduce(losses, group=self.group)
+        return losses.tolist()
+
+    def _probe_here(self) -> float:
+        """The probe's loss at the weights this replica holds now (HSDP: the group's, identical on its ranks)."""
+        assert self.probe_fn is not None
+        return float(self.probe_fn())
 
     def _record(self, report: ConvergeReport) -> None:
         """Regular converges enter the run record's trajectory; every converge is the shells' `last_report`."""

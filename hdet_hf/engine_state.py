@@ -51,6 +51,7 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # let the line search act on passed raises only. (controller_line_search_max_raise's default became 4 in session 20;
 # checkpoints from before session 17 had no line search, so their value is ignored: see check_resumed_settings.)
 # Session-21 fan_out_until_direction: earlier checkpoints left a horizon interval without a direction undisplaced.
+# Session-22 controller_wide_probe_threshold: earlier checkpoints never read the probe along the update.
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,
@@ -63,6 +64,7 @@ LEGACY_VALUES = {
     "lr_fan_out_scale": 1.0,
     "controller_line_search_breaks_ties": False,
     "fan_out_until_direction": False,
+    "controller_wide_probe_threshold": 0.0,
 }
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
 PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
@@ -119,6 +121,7 @@ def state_dict(engine: HDETEngine) -> dict[str, Any]:
         **engine.paired_votes.state_dict(),
         **engine.peak_floor.state_dict(),
         **engine.line_search.state_dict(),
+        **engine.wide_probe.state_dict(),
         # Checked on load: a resume must continue the same configuration (`check_resumed_settings`).
         "config": engine.config.to_dict(),
         "total_steps": engine.total_steps,
@@ -161,6 +164,7 @@ def load_state_dict(engine: HDETEngine, state: Any, *, elastic: bool, source: st
     engine.paired_votes.load_state_dict(state)
     engine.peak_floor.load_state_dict(state)
     engine.line_search.load_state_dict(state)
+    engine.wide_probe.load_state_dict(state)
     engine.apply_values()
     if not resized:
         return []
@@ -391,6 +395,17 @@ def validate_state(state: dict[str, Any], source: str) -> None:
         )
     ):
         fail("line_search", "None or a dict with last_optimum None or a number >= 0 (inf allowed)", line_search)
+    wide = state.get("wide_probe")
+    if wide is not None and not (
+        isinstance(wide, dict)
+        and isinstance(wide.get("finished", False), bool)
+        and isinstance(wide.get("readings", []), list)
+        and all(
+            isinstance(r, list | tuple) and len(r) == 2 and all(is_number(v) for v in r)
+            for r in wide.get("readings", [])
+        )
+    ):
+        fail("wide_probe", "None or a dict with a bool finished and readings of (step, k*) pairs", wide)
     updates = state.get("horizon_updates")
     if updates is not None and not (isinstance(updates, int) and not isinstance(updates, bool) and updates >= 0):
         fail("horizon_updates", "None or an integer >= 0", updates)
