@@ -375,6 +375,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
             probe_losses=gathered.signals.tolist() if probed else [], excluded_ranks=excluded,
             scale={n: self.controllers[n].scale for n in self.registry.names},
         )
+        scale_before = dict(report.scale)
         if not regular:
             return report
         if self.outer.enabled:
@@ -399,8 +400,6 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                 self.paired_votes.record(kind, infos[LR]["raw_delta"])
             if LR in infos and self.line_search.enabled:
                 self._raise_by_line_search(LR, gathered, infos[LR]["delta"], before=report.scale[LR])
-            if LR in infos and self.wide_probe.active and self.step < self.explore_until_step:
-                self._raise_by_wide_probe(LR, before=report.scale[LR])
             for name, info in infos.items():
                 floor = self.peak_floor.floor(name)
                 if floor is not None:
@@ -411,6 +410,10 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                 report.scale[name] = self.controllers[name].scale
             if self.config.converge_weights == "fitness":
                 self.fitness.observe(signal, gathered.scored)
+        if self.wide_probe.active and self.probe_fn is not None and self.step < min(self.explore_until_step, self.total_steps):
+            # Also during the controller's warm-up: this reading is how a run far below the right LR starts closer.
+            self._raise_by_wide_probe(LR, before=scale_before[LR])
+            report.scale[LR] = self.controllers[LR].scale
         self.registry.redraw()
         self.apply_values()
         if self.horizon.enabled:
