@@ -307,11 +307,18 @@ class HDETConfig:
             "the probe loss at P + k (A - P) for k = 1, 2, 4, ..., 32 (A: this average, P: the previous one; "
             "each rank probes its share on the averaged weights) gives the multiple k* (first local minimum) "
             "of the interval's update that the probe would step. When k* >= this threshold, the controller's "
-            "factor becomes at least min(k*/4, --hdet_controller_line_search_max_raise) times what it was "
+            "factor becomes at least min(k*/4, --hdet_controller_wide_probe_max_raise) times what it was "
             "before the converge; the first reading below the threshold ends the reading for the run. 0 = off "
             "(the default). Needs a probe signal (train_and_*, probe, averaged_probe); otherwise it does "
             "nothing. In the first 10-15 %% of six runs k* was 16-32 at 10x below the sweep's best LR and at "
             "most 8 at the best LR or above (BENCHMARKS.md, reading 26)."
+        },
+    )
+    controller_wide_probe_max_raise: float = field(
+        default=8.0,
+        metadata={
+            "help": "The largest factor one raise of --hdet_controller_wide_probe_threshold may take; > 1. The "
+            "default 8 is what the grid's last point allows (32/4): the reading's own bound."
         },
     )
     controller_max_factor: float = field(
@@ -672,6 +679,11 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('controller_wide_probe_threshold')} must be 0 (off) or a finite number > 1, but got "
                 f"{self.controller_wide_probe_threshold!r}: it is a multiple of the interval's update (e.g. 16)."
+            )
+        if not (math.isfinite(self.controller_wide_probe_max_raise) and self.controller_wide_probe_max_raise > 1.0):
+            raise ValueError(
+                f"{_flag('controller_wide_probe_max_raise')} must be a finite number > 1, but got "
+                f"{self.controller_wide_probe_max_raise!r}"
             )
         if not (math.isfinite(self.controller_max_factor) and self.controller_max_factor > 1.0):
             raise ValueError(

@@ -148,7 +148,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         # raises early (only with the LR controller and a probe to read).
         reads_probe = config.auto_lr and config.controller_signal != "train_loss"
         self.wide_probe = WideProbe(
-            config.controller_wide_probe_threshold if reads_probe else 0.0, config.controller_line_search_max_raise
+            config.controller_wide_probe_threshold if reads_probe else 0.0, config.controller_wide_probe_max_raise
         )
         # The previous regular average, kept here only when no horizon keeps it (freed when the reading ends).
         self._wide_anchors: list[torch.Tensor] | None = None

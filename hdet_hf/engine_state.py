@@ -65,9 +65,12 @@ LEGACY_VALUES = {
     "controller_line_search_breaks_ties": False,
     "fan_out_until_direction": False,
     "controller_wide_probe_threshold": 0.0,
+    "controller_wide_probe_max_raise": 8.0,
 }
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
-PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
+PARAMETER_SHAPED_FIELDS = (
+    "outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions", "wide_anchors",
+)
 
 
 class EngineCheckpoint:
@@ -122,6 +125,7 @@ def state_dict(engine: HDETEngine) -> dict[str, Any]:
         **engine.peak_floor.state_dict(),
         **engine.line_search.state_dict(),
         **engine.wide_probe.state_dict(),
+        "wide_anchors": engine._wide_anchors,  # the wide reading's previous average where no horizon keeps it
         # Checked on load: a resume must continue the same configuration (`check_resumed_settings`).
         "config": engine.config.to_dict(),
         "total_steps": engine.total_steps,
@@ -165,6 +169,8 @@ def load_state_dict(engine: HDETEngine, state: Any, *, elastic: bool, source: st
     engine.peak_floor.load_state_dict(state)
     engine.line_search.load_state_dict(state)
     engine.wide_probe.load_state_dict(state)
+    anchors = state.get("wide_anchors")
+    engine._wide_anchors = [t.to(device) for t in anchors] if anchors is not None else None
     engine.apply_values()
     if not resized:
         return []
@@ -216,6 +222,8 @@ def check_resumed_settings(
             if values.get("controller_line_search_threshold") == 0:
                 values.pop("controller_line_search_breaks_ties", None)  # ignored without the line search
                 values.pop("controller_line_search_max_raise", None)
+            if values.get("controller_wide_probe_threshold") == 0:
+                values.pop("controller_wide_probe_max_raise", None)  # ignored without the wide reading
         changed = [
             key
             for key in current

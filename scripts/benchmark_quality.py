@@ -123,6 +123,8 @@ TUNED_CONTROLLER = {
     "fan_out_until_direction": False,
     # ... and without the wide reading of the probe along the update; the _wide rows set their own (session 22).
     "controller_wide_probe_threshold": 0.0,
+    # ... and (where it is on) one such raise bounded at 4x; the _r8 rows set their own (session 22).
+    "controller_wide_probe_max_raise": 4.0,
 }
 # (label, note, HDETConfig fields) of the controller ideas measured for issue 10.
 CONTROLLER_IDEAS = (
@@ -231,8 +233,9 @@ CONTROLLER_IDEAS = (
     # direction yet: every replica at the average) fans out by step size, so the line search has a fit 10 steps sooner.
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_dir", "the default with --hdet_fan_out_until_direction (the interval after the first converge fans out by step size instead of measuring nothing)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "fan_out_until_direction": True}),
     # Session 22: the session-20 default, and the probe read far along the run's update (k = 1..32) raises the LR
-    # min(k*/4, 4)x while k* >= 16 (hdet_hf/wide_probe.py; the first reading below 16 ends it).
+    # min(k*/4, 4)x (the _r8 row: 8x) while k* >= 16 (hdet_hf/wide_probe.py; the first reading below 16 ends it).
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_wide16", "the default with --hdet_controller_wide_probe_threshold 16 (early, the probe read at 1-32x the interval's update raises the LR while its optimum is >= 16x)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "controller_wide_probe_threshold": 16.0}),
+    ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_wide16_r8", "the _wide16 row with --hdet_controller_wide_probe_max_raise 8 (a raise up to what the grid's edge allows, 32/4)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "controller_wide_probe_threshold": 16.0, "controller_wide_probe_max_raise": 8.0}),
     # (The _dir_lsw row, the line also fitted during the controller's warm-up, ran at commit a485a9a: rejected,
     # reading 26; its setting was removed.)
     # Session 17: far below the right LR the probe's line search sizes a raise (hdet_hf/line_search.py).

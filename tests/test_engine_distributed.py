@@ -347,6 +347,57 @@ def test_fan_out_until_direction_measures_the_interval_after_the_first_converge(
     assert converges[2]["votes"]["horizon"] is None and converges[3]["votes"]["horizon"] is not None
 
 
+def test_wide_probe_raises_far_below_the_right_lr_and_ends_at_the_first_near_reading(tmp_path):
+    """--hdet_controller_wide_probe_threshold 16 on 3 processes (`scenario_wide_probe`): from the second regular
+    converge the probe is read at P + k (A - P) for k = 1..32, each rank reading two of the six points; while the
+    first local minimum k* is >= 16 the factor rises min(k*/4, 8)x (within the bound of 10), also during the
+    controller's warm-up; the first reading below 16 ends it. The weights it probed are restored bit for bit."""
+    from hdet_hf.wide_probe import WIDE_GRID
+
+    skip_unless_backend_fits(3)
+    torchrun("engine_worker.py", 3, ["wide_probe", str(tmp_path)])
+    ranks = load_ranks(tmp_path, 3)
+    for other in ranks[1:]:
+        for name, run in ranks[0].items():
+            assert [c["scale"] for c in other[name]["converges"]] == [c["scale"] for c in run["converges"]]
+            # (With the horizon each rank then sits at its own offset from the average.)
+            key = "mean" if name == "horizon" else "weight"
+            assert all(torch.equal(a[key], b[key]) for a, b in zip(other[name]["converges"], run["converges"]))
+            assert other[name]["readings"] == run["readings"]
+    runs = ranks[0]
+    far = runs["far"]["converges"]
+    expected_scale, readings = 1.0, []
+    for previous, current in zip(far, far[1:]):
+        anchor, update = float(previous["weight"]), float(current["mean"]) - float(previous["weight"])
+        losses = [(anchor + k * update - 2.0) ** 2 for k in WIDE_GRID]
+        index = 0
+        while index + 1 < len(losses) and losses[index + 1] < losses[index]:
+            index += 1
+        readings.append((current["step"], WIDE_GRID[index]))
+        if WIDE_GRID[index] < 16:
+            break
+        expected_scale = min(expected_scale * min(WIDE_GRID[index] / 4, 8.0), 10.0)  # the default bound 8
+        # Before the controller's warm-up ends (step 10) only the reading moves the factor.
+        assert current["scale"] == pytest.approx(expected_scale, rel=1e-12)
+    assert runs["far"]["readings"] == readings and len(readings) == 3 and runs["far"]["finished"]
+    assert [c["scale"] for c in far[:4]] == [1.0, 8.0, 10.0, 10.0]
+    assert all(torch.equal(c["weight"], c["mean"]) for c in far)  # every rank holds the average, not a probe point
+    # Each reading costs each rank 2 probe forwards (6 points over 3 ranks) on top of the controller's probe.
+    assert runs["far"]["probe_calls"] == runs["far_off"]["probe_calls"] + 2 * len(readings)
+    # Near the optimum one reading finds k* < 16 and ends it: then the run is the one without, bit for bit.
+    assert [k for _, k in runs["near"]["readings"]] == [2.0] and runs["near"]["finished"]
+    near, near_off = runs["near"]["converges"], runs["near_off"]["converges"]
+    assert [c["scale"] for c in near] == [c["scale"] for c in near_off]
+    assert all(torch.equal(a["weight"], b["weight"]) for a, b in zip(near, near_off))
+    assert runs["near"]["probe_calls"] == runs["near_off"]["probe_calls"] + 2
+    # Resumed between two readings (the previous average travels in the checkpoint), and with the horizon's
+    # anchor instead of its own: the same readings and factors.
+    for name in ("resumed", "horizon"):
+        assert runs[name]["readings"] == readings
+        assert [c["scale"] for c in runs[name]["converges"]] == [c["scale"] for c in far]
+    assert all(torch.equal(a["weight"], b["weight"]) for a, b in zip(runs["resumed"]["converges"], far))
+
+
 def test_comparison_horizon_offsets_replicas_along_the_discounted_direction(tmp_path):
     """Before ``comparison_horizon_start`` (step 4) rank r steps at m_r x the base LR and a converge leaves
     the plain average; from the regular converge at step 4 on, rank r is at anchor + (1 - decay) (m_r - 1) x

@@ -410,3 +410,19 @@ def test_the_probe_batch_comes_from_the_train_set_when_the_eval_set_is_empty(tmp
             refuse=False,
         )
     assert trainer.state.global_step == 4 and trainer.hdet_engine.probe_fn is not None
+
+
+def test_the_wide_probe_threshold_cannot_change_on_resume():
+    """--hdet_controller_wide_probe_threshold decides which raises ran early: a resume with another value is
+    refused, and a checkpoint from before the setting counts as off (it never read the probe that way)."""
+    state = _engine(auto_lr=True, controller_wide_probe_threshold=16.0).state_dict()
+    with pytest.raises(
+        ValueError,
+        match=r"saved with --hdet_controller_wide_probe_threshold 16.0, but this run has "
+        r"--hdet_controller_wide_probe_threshold 0.0",
+    ):
+        _engine(auto_lr=True).load_state_dict(state)
+    del state["config"]["controller_wide_probe_threshold"]  # written before the setting existed
+    with pytest.raises(ValueError, match=r"saved with --hdet_controller_wide_probe_threshold 0.0"):
+        _engine(auto_lr=True, controller_wide_probe_threshold=16.0).load_state_dict(state)
+    _engine(auto_lr=True).load_state_dict(state)

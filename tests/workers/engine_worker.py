@@ -469,6 +469,73 @@ def scenario_fan_out(rank: int, world: int, until_direction: str = "0") -> dict:
         engine.apply_lr([1e-2])
     return {"lrs": lrs, "converges": converges}
 
+def scenario_wide_probe(rank: int, world: int) -> dict:
+    """--hdet_controller_wide_probe_threshold 16: one weight climbs at a constant gradient (`scenario_line_search`),
+    so the average moves by D = lr x T x scale per interval and the probe ``(w - target)**2`` along P + k D has
+    its optimum at k = (target - P) / D. Each rank reads its share of the grid; records per regular converge the
+    scale, the weight (bit for bit), the average before the converge and the engine's readings. Runs: far
+    (target 2), near (target 0.05), threshold 0, far resumed between two readings, and far with a horizon."""
+
+    def run(threshold: float, target: float, resume_at: int | None = None, horizon: float = 0.0) -> dict:
+        calls = {"probe": 0}
+
+        def engine_for() -> tuple[HDETEngine, nn.Linear]:
+            model = nn.Linear(1, 1, bias=False).to(device())
+            with torch.no_grad():
+                model.weight.zero_()
+            config = HDETConfig(
+                sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0.5, controller_signal="probe",
+                explore_until=1.0, controller_floor_after_peak=False, comparison_horizon=horizon,
+                comparison_horizon_start=0.0, controller_line_search_threshold=0.0,
+                controller_wide_probe_threshold=threshold,
+            )
+            engine = HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-2), total_steps=20)
+
+            def probe() -> float:
+                calls["probe"] += 1
+                return float((model.weight.detach().double() - target).pow(2).sum())
+
+            engine.probe_fn = probe
+            return engine, model
+
+        engine, model = engine_for()
+        engine.apply_lr([1e-2])
+        converges = []
+        for step in range(1, 21):
+            model.zero_grad()
+            (-model.weight.sum()).backward()
+            engine.optimizer.step()
+            engine.add_loss(torch.tensor(1.0, device=device()))
+            mean = model.weight.detach().clone()
+            dist.all_reduce(mean)
+            report = engine.end_step()
+            if step == resume_at:
+                saved, weight = engine.state_dict(), model.weight.detach().clone()
+                engine, model = engine_for()
+                with torch.no_grad():
+                    model.weight.copy_(weight)
+                engine.load_state_dict(saved)
+            engine.apply_lr([1e-2])
+            if report is not None and report.regular:
+                converges.append({
+                    "step": step, "scale": report.scale["lr"], "weight": model.weight.detach().cpu().clone(),
+                    "mean": (mean / world).cpu(), "lr": engine.optimizer.param_groups[0]["lr"],
+                })  # fmt: skip
+        return {
+            "converges": converges, "readings": engine.wide_probe.readings, "finished": engine.wide_probe.finished,
+            "probe_calls": calls["probe"],
+        }
+
+    return {
+        "far": run(16.0, target=2.0),
+        "near": run(16.0, target=0.05),
+        "near_off": run(0.0, target=0.05),
+        "far_off": run(0.0, target=2.0),
+        "resumed": run(16.0, target=2.0, resume_at=5),
+        "horizon": run(16.0, target=2.0, horizon=0.2),
+    }
+
+
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     init_process_group()
