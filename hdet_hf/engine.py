@@ -412,7 +412,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                 self.fitness.observe(signal, gathered.scored)
         if self.wide_probe.active and self.probe_fn is not None and self.step < min(self.explore_until_step, self.total_steps):
             # Also during the controller's warm-up: this reading is how a run far below the right LR starts closer.
-            self._raise_by_wide_probe(LR, before=scale_before[LR])
+            report.wide_probe_optimum = self._raise_by_wide_probe(LR, before=scale_before[LR])
             report.scale[LR] = self.controllers[LR].scale
         self.registry.redraw()
         self.apply_values()
@@ -472,14 +472,17 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         else:
             torch._foreach_copy_(self._wide_anchors, self.replica.param_data())
 
-    def _raise_by_wide_probe(self, name: str, before: float) -> None:
-        """Read the probe along the interval's update (`wide_probe`) and raise the factor as far as it allows."""
+    def _raise_by_wide_probe(self, name: str, before: float) -> float | None:
+        """Read the probe along the interval's update (`wide_probe`), raise the factor as far as it allows, and
+        return the reading (None: the first regular converge, with no update to read along yet)."""
         anchors = self._previous_average()
         if anchors is None:
-            return  # the first regular converge: no update to read along yet
-        factor = self.wide_probe.observe(wide_optimum(WIDE_GRID, self._probe_along_update(anchors)), self.step)
+            return None
+        optimum = wide_optimum(WIDE_GRID, self._probe_along_update(anchors))
+        factor = self.wide_probe.observe(optimum, self.step)
         if factor > 1.0:
             self.registry.clamp_controller(name, min(before * factor, self.settings.max_factor))
+        return optimum
 
     @torch.no_grad()
     def _probe_along_update(self, anchors: list[torch.Tensor]) -> list[float]:

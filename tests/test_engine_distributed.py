@@ -380,6 +380,8 @@ def test_wide_probe_raises_far_below_the_right_lr_and_ends_at_the_first_near_rea
         # Before the controller's warm-up ends (step 10) only the reading moves the factor.
         assert current["scale"] == pytest.approx(expected_scale, rel=1e-12)
     assert runs["far"]["readings"] == readings and len(readings) == 3 and runs["far"]["finished"]
+    # The run record (the schedule artifact's trajectory) shows each reading at its converge.
+    assert runs["far"]["trajectory_optima"] == [None, 32.0, 16.0, 8.0] + [None] * 6
     assert [c["scale"] for c in far[:4]] == [1.0, 8.0, 10.0, 10.0]
     assert all(torch.equal(c["weight"], c["mean"]) for c in far)  # every rank holds the average, not a probe point
     # Each reading costs each rank 2 probe forwards (6 points over 3 ranks) on top of the controller's probe.

@@ -524,6 +524,8 @@ def scenario_wide_probe(rank: int, world: int) -> dict:
         return {
             "converges": converges, "readings": engine.wide_probe.readings, "finished": engine.wide_probe.finished,
             "probe_calls": calls["probe"],
+            # What the schedule artifact shows of it: each regular converge's reading (None where none).
+            "trajectory_optima": [t.get("wide_probe_optimum") for t in engine.trajectory],
         }
 
     return {
