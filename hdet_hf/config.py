@@ -310,19 +310,19 @@ class HDETConfig:
             "factor becomes at least min(k*/4, --hdet_controller_wide_probe_max_raise) times what it was "
             "before the converge, also during the controller's warm-up; the first reading below the threshold "
             "ends the reading for the run. 0 = off (the default). Needs a probe signal (train_and_*, probe, "
-            "averaged_probe). Measured in session 22 at 16: for fine-tuning a pretrained model from an LR that "
-            "may be 10x too low: from 10x below two pretrained classifiers ended 1.068x the sweep's best (3 "
-            "seeds; the default 1.378x) and 0.972x (seed 0; 1.002x). Not the default because it hurts training "
-            "from scratch: three of four small language models ended worse (up to 1.194x against 1.020x), and "
-            "plain DDP on the same raised LR path was worse too (BENCHMARKS.md, reading 27)."
+            "averaged_probe). Measured in session 22 at 16 and not adopted, not recommended: from 10x below two "
+            "pretrained classifiers ended 1.068x and 0.996x the sweep's best (3 seeds; the default 1.378x and "
+            "1.101x), but at the best LR one seed of each read 16 and 32 at step 20 and raised a correct LR 4x "
+            "and 8x (1.448x and 4.589x), and from 10x below small language models trained from scratch ended "
+            "worse (up to 1.194x against 1.020x; plain DDP on the same raised LR path was worse too). Early in a "
+            "run the reading does not separate a far start from a right one (BENCHMARKS.md, reading 27)."
         },
     )
     controller_wide_probe_max_raise: float = field(
         default=8.0,
         metadata={
             "help": "The largest factor one raise of --hdet_controller_wide_probe_threshold may take; > 1. The "
-            "default 8 is what the grid's last point allows (32/4); 4 was measured too and climbed too little "
-            "(BENCHMARKS.md, reading 27)."
+            "default 8 is what the grid's last point allows (32/4); 4 was measured too (BENCHMARKS.md, reading 27)."
         },
     )
     controller_max_factor: float = field(
