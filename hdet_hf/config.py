@@ -136,22 +136,6 @@ class HDETConfig:
             "the sweep's best instead of 1.567x (BENCHMARKS.md, reading 23). 1: the full spread (before)."
         },
     )
-    fan_out_until_direction: bool = field(
-        default=False,
-        metadata={
-            "help": "With a comparison horizon (> 0): an interval that would compare replicas by offsets before "
-            "the run has a direction to offset along (the one after the first converge, or every interval up to "
-            "the second converge with --hdet_comparison_horizon_start 0) compares them by step size instead, "
-            "as --hdet_lr_fan_out_scale says, so the probe's line search has a fit one interval sooner. Off (the "
-            "default): every replica trains at the average through such an interval and it measures nothing. "
-            "Measured in session 21 and not adopted: from 10x below the 120-step held-out classifier ended 1.156x "
-            "the sweep's best on 3 seeds (default 1.378x), but at the best LR the 200-step classifier raised its LR "
-            "3.9x and ended 1.442x (1.015x with the default on that seed): so early in a run the probe's line is "
-            "straight at any LR, and the two far optima in a row that the line search asks for then come from the "
-            "first 15 %% of the run "
-            "(BENCHMARKS.md, reading 26). Ignored without a horizon."
-        },
-    )
     gradient_sync: str = field(
         default="shared",
         metadata={
@@ -298,31 +282,6 @@ class HDETConfig:
             "sweep's best on 3 seeds (was 1.773x), where its train loss and probe disagreed for four converges "
             "while the line stayed straight; every other run measured was bit-identical (BENCHMARKS.md, "
             "reading 24). --no_hdet_controller_line_search_breaks_ties turns it off."
-        },
-    )
-    controller_wide_probe_threshold: float = field(
-        default=0.0,
-        metadata={
-            "help": "Far below the right LR, read the probe far along the run's update: at each regular converge "
-            "the probe loss at P + k (A - P) for k = 1, 2, 4, ..., 32 (A: this average, P: the previous one; "
-            "each rank probes its share on the averaged weights) gives the multiple k* (first local minimum) "
-            "of the interval's update that the probe would step. When k* >= this threshold, the controller's "
-            "factor becomes at least min(k*/4, --hdet_controller_wide_probe_max_raise) times what it was "
-            "before the converge, also during the controller's warm-up; the first reading below the threshold "
-            "ends the reading for the run. 0 = off (the default). Needs a probe signal (train_and_*, probe, "
-            "averaged_probe). Measured in session 22 at 16 and not adopted, not recommended: from 10x below two "
-            "pretrained classifiers ended 1.068x and 0.996x the sweep's best (3 seeds; the default 1.378x and "
-            "1.101x), but at the best LR one seed of each read 16 and 32 at step 20 and raised a correct LR 4x "
-            "and 8x (1.448x and 4.589x), and from 10x below small language models trained from scratch ended "
-            "worse (up to 1.194x against 1.020x; plain DDP on the same raised LR path was worse too). Early in a "
-            "run the reading does not separate a far start from a right one (BENCHMARKS.md, reading 27)."
-        },
-    )
-    controller_wide_probe_max_raise: float = field(
-        default=8.0,
-        metadata={
-            "help": "The largest factor one raise of --hdet_controller_wide_probe_threshold may take; > 1. The "
-            "default 8 is what the grid's last point allows (32/4); 4 was measured too (BENCHMARKS.md, reading 27)."
         },
     )
     controller_max_factor: float = field(
@@ -675,19 +634,6 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('controller_line_search_max_raise')} must be a finite number > 1, but got "
                 f"{self.controller_line_search_max_raise!r}"
-            )
-        if not (
-            math.isfinite(self.controller_wide_probe_threshold)
-            and (self.controller_wide_probe_threshold == 0 or self.controller_wide_probe_threshold > 1.0)
-        ):
-            raise ValueError(
-                f"{_flag('controller_wide_probe_threshold')} must be 0 (off) or a finite number > 1, but got "
-                f"{self.controller_wide_probe_threshold!r}: it is a multiple of the interval's update (e.g. 16)."
-            )
-        if not (math.isfinite(self.controller_wide_probe_max_raise) and self.controller_wide_probe_max_raise > 1.0):
-            raise ValueError(
-                f"{_flag('controller_wide_probe_max_raise')} must be a finite number > 1, but got "
-                f"{self.controller_wide_probe_max_raise!r}"
             )
         if not (math.isfinite(self.controller_max_factor) and self.controller_max_factor > 1.0):
             raise ValueError(

@@ -4,7 +4,8 @@ It decides *when* to converge (every ``sync_interval`` optimizer steps, plus for
 evaluation, saving and at the end) and runs a converge as four named steps: score (this replica, no
 communication), exchange (the one collective), decide (divergence, controller, outer step, permutations) and
 record. What each step works with lives in its own module (README, "Design: the layers"): `registry`,
-`learning_rates`, `score_window`, `replica`, `health`, `converge_stats`, `run_record`, `engine_state`.
+`learning_rates`, `score_window`, `replica`, `health`, `converge_stats`, `controller_step`, `run_record`,
+`engine_state`.
 
 The shells call, per optimizer step:
 
@@ -29,16 +30,17 @@ import torch.distributed as dist
 from torch import nn
 
 from .collectives import NoContributorError, fused_average_
-from .config import MIN_FRACTION_SYNC_INTERVAL, HDETConfig
+from .config import HDETConfig
 from .controller import ControllerSettings
+from .controller_step import ControllerStep
 from .converge_stats import GatheredStats, StatsLayout
 from .cooldown import cooldown_score
 from .engine_state import STATE_VERSION, EngineCheckpoint, check_settings_agree
 from .fitness import FitnessWeights
 from .health import HDETDivergenceError, ReplicaHealth
 from .horizon import HorizonOffsets, PairedVotes, compares_by_offsets, horizon_decay
-from .learning_rates import LearningRates, narrowed
-from .line_search import LineSearchRaise, line_search_optimum
+from .learning_rates import LearningRates
+from .line_search import LineSearchRaise
 from .outer import OuterStep
 from .peak_floor import PeakFloor
 from .process import rank_and_world_size
@@ -46,14 +48,14 @@ from .registry import LR, ExploredValues, HyperparameterRegistry
 from .replica import ReplicaTensors
 from .run_record import ConvergeReport, RunRecorder, RunRecordViews, SyncReport
 from .score_window import AVERAGED_SIGNALS, COOLDOWN_SIGNALS, PROBE_ONLY_SIGNALS, ScoreWindow
-from .wide_probe import WIDE_GRID, WideProbe, wide_optimum
 
 __all__ = ["HDETEngine", "ConvergeReport", "SyncReport", "HDETDivergenceError", "STATE_VERSION"]
 
 
-class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
+class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerStep):
     """HDET state and protocol for one process (views of its registry and run record, and its checkpoint
-    methods, are mixed in: `ExploredValues`, `RunRecordViews`, `EngineCheckpoint`).
+    methods, and the controller's move at a converge are mixed in: `ExploredValues`, `RunRecordViews`,
+    `EngineCheckpoint`, `ControllerStep`).
 
     Args:
         config: the validated `HDETConfig`.
@@ -125,33 +127,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         self.paired_votes = PairedVotes()  # before that step, with early_comparison="lower_of_both"
         self.peak_floor = PeakFloor()  # --hdet_controller_floor_after_peak: no net cut once the schedule decays
         # --hdet_controller_line_search_threshold: far below the right LR, the probe's line search sizes a raise.
-        self.line_search = LineSearchRaise(
-            config.controller_line_search_threshold, config.controller_line_search_max_raise
-        )
-        if (
-            config.auto_lr
-            and self.line_search.enabled
-            and config.controller_signal != "train_loss"
-            and config.sync_interval < MIN_FRACTION_SYNC_INTERVAL
-        ):
-            # Warned, not changed: the threshold is uncalibrated there, not wrong by construction.
-            warnings.warn(
-                f"--hdet_controller_line_search_threshold {config.controller_line_search_threshold:g} was measured "
-                f"with converges at least {MIN_FRACTION_SYNC_INTERVAL} steps apart; over {config.sync_interval}-step "
-                "intervals the probe's line is straight early in a run at any LR, and on a held-out task 4-step "
-                "intervals raised the best LR 4x and ended 1.6-3.7x worse (BENCHMARKS.md, reading 25). Use "
-                f"--hdet_sync_interval {MIN_FRACTION_SYNC_INTERVAL} or more, or "
-                "--hdet_controller_line_search_threshold 0.",
-                stacklevel=2,
-            )
-        # --hdet_controller_wide_probe_threshold: far below the right LR, the probe read far along the update
-        # raises early (only with the LR controller and a probe to read).
-        reads_probe = config.auto_lr and config.controller_signal != "train_loss"
-        self.wide_probe = WideProbe(
-            config.controller_wide_probe_threshold if reads_probe else 0.0, config.controller_wide_probe_max_raise
-        )
-        # The previous regular average, kept here only when no horizon keeps it (freed when the reading ends).
-        self._wide_anchors: list[torch.Tensor] | None = None
+        self.line_search = LineSearchRaise.for_run(config)
         # --hdet_lr_fan_out_scale: step-size intervals (only ever alternating with a horizon) fan out narrower.
         self.lrs = LearningRates(
             optimizer, self.registry, self.recorder.record.lr_per_step,
@@ -180,22 +156,9 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
         return self._compares_over_horizon_from(self.step - self.steps_in_interval)
 
     def _compares_over_horizon_from(self, interval_start: int) -> bool:
-        if not self.horizon.enabled or not compares_by_offsets(
+        return self.horizon.enabled and compares_by_offsets(
             interval_start, self.config.sync_interval, self.horizon_start_step, self.config.early_comparison
-        ):
-            return False
-        # Before a second regular converge Z is zero: offsets along it would leave every replica at the average,
-        # measuring nothing (--hdet_fan_out_until_direction fans out by step size instead). `updates` is saved,
-        # so a resume mid-interval decides alike.
-        return self.horizon.has_direction or not self.config.fan_out_until_direction
-
-    def _paired_kind(self) -> str | None:
-        """At a regular converge: the kind of the interval that just ended while the two kinds alternate."""
-        interval_start = self.step - self.steps_in_interval
-        early = self.horizon.enabled and interval_start < self.horizon_start_step
-        if not early or self.config.early_comparison != "lower_of_both":
-            return None
-        return "horizon" if self._compares_over_horizon_from(interval_start) else "one_interval"
+        )
 
     def lr_values(self, schedule_lrs: list[float]) -> list[float]:
         """This rank's LR per param group for the next step, and record the base LRs (for metadata/replay)."""
@@ -375,45 +338,12 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
             probe_losses=gathered.signals.tolist() if probed else [], excluded_ranks=excluded,
             scale={n: self.controllers[n].scale for n in self.registry.names},
         )
-        scale_before = dict(report.scale)
         if not regular:
             return report
         if self.outer.enabled:
             self.outer.step_(self.replica.param_data())
         if self.controller_active() and bool(gathered.scored.any()):
-            report.controller_active = True
-            if self.config.controller_floor_after_peak and self.lrs.schedule_lrs:
-                # The base schedule's value (largest param group, without the controller's factor) here.
-                lr_scales = {n: v for n, v in report.scale.items() if self.registry.hparams[n].is_lr}
-                self.peak_floor.observe(
-                    max(self.lrs.schedule_lrs), lr_scales, armed=self.step >= self.horizon_start_step
-                )
-            both = self.config.controller_signal.startswith("train_and_")
-            signal = torch.stack([gathered.losses, gathered.signals]) if both else gathered.signals
-            active = [name for name in self.registry.names if self.controller_active(name)]
-            kind = self._paired_kind()
-            caps = {LR: self.paired_votes.cap(kind)} if kind is not None else None
-            infos = self.registry.update_controllers(
-                active, gathered.multipliers, signal, gathered.scored, bases, self.settings, caps
-            )
-            if kind is not None and LR in infos:
-                self.paired_votes.record(kind, infos[LR]["raw_delta"])
-            if LR in infos and self.line_search.enabled:
-                self._raise_by_line_search(LR, gathered, infos[LR]["delta"], before=report.scale[LR])
-            for name, info in infos.items():
-                floor = self.peak_floor.floor(name)
-                if floor is not None:
-                    self.registry.clamp_controller(name, floor)
-                report.weights = info["weights"]  # identical for every hyperparameter
-                report.delta[name] = info["delta"]
-                report.velocity[name] = self.controllers[name].velocity
-                report.scale[name] = self.controllers[name].scale
-            if self.config.converge_weights == "fitness":
-                self.fitness.observe(signal, gathered.scored)
-        if self.wide_probe.active and self.probe_fn is not None and self.step < min(self.explore_until_step, self.total_steps):
-            # Also during the controller's warm-up: this reading is how a run far below the right LR starts closer.
-            report.wide_probe_optimum = self._raise_by_wide_probe(LR, before=scale_before[LR])
-            report.scale[LR] = self.controllers[LR].scale
+            self._move_controllers(gathered, report, bases)
         self.registry.redraw()
         self.apply_values()
         if self.horizon.enabled:
@@ -430,84 +360,10 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint):
                     self.horizon.offset_(self.replica.param_data(), amount)
             else:
                 self.horizon.release()  # exploration is over: the two parameter copies are not needed again
-        self._keep_wide_anchors()
         self.window.reset_loss()
         self.window.diverged = False
         self.steps_in_interval = 0
         return report
-
-    def _line_search_optimum(self, name: str, gathered: GatheredStats) -> float | None:
-        """The probe's line-search optimum over the interval just ended (None: no line to fit)."""
-        # A horizon interval that started before Z held an update had every replica at the average: no line.
-        displaced = not self.compares_over_horizon() or self.horizon.has_direction
-        if self.config.controller_signal == "train_loss" or not displaced:
-            return None
-        # Measured where the replicas stepped: a step-size interval's narrower fan-out (`lr_fan_out_scale`).
-        multipliers = torch.tensor(gathered.multipliers[name], dtype=torch.float64)
-        if not self.compares_over_horizon():
-            multipliers = narrowed(multipliers, self.lrs.fan_out_scale)
-        return line_search_optimum(multipliers, gathered.signals, gathered.scored)
-
-    def _raise_by_line_search(self, name: str, gathered: GatheredStats, delta: float, before: float) -> None:
-        """Make a passed raise (or, with ``controller_line_search_breaks_ties``, a tie) at least the probe's line
-        search allows (`line_search`); probe rows only."""
-        factor = self.line_search.observe(self._line_search_optimum(name, gathered))
-        # A tie (delta exactly 0: the gate found the votes disagreeing) may be broken by a straight line.
-        passed = delta > 0 or (delta == 0 and self.config.controller_line_search_breaks_ties)
-        if passed and factor > 1.0:
-            self.registry.clamp_controller(name, min(before * factor, self.settings.max_factor))
-
-    def _previous_average(self) -> list[torch.Tensor] | None:
-        """The previous regular converge's average (None before there was one)."""
-        return self.horizon.anchors if self.horizon.enabled else self._wide_anchors
-
-    def _keep_wide_anchors(self) -> None:
-        """After a regular converge: keep this average for the next wide reading where no horizon keeps it."""
-        if self.horizon.enabled:
-            return
-        if not (self.wide_probe.active and self.step < self.explore_until_step):
-            self._wide_anchors = None
-        elif self._wide_anchors is None:
-            self._wide_anchors = [p.clone() for p in self.replica.param_data()]
-        else:
-            torch._foreach_copy_(self._wide_anchors, self.replica.param_data())
-
-    def _raise_by_wide_probe(self, name: str, before: float) -> float | None:
-        """Read the probe along the interval's update (`wide_probe`), raise the factor as far as it allows, and
-        return the reading (None: the first regular converge, with no update to read along yet)."""
-        anchors = self._previous_average()
-        if anchors is None:
-            return None
-        optimum = wide_optimum(WIDE_GRID, self._probe_along_update(anchors))
-        factor = self.wide_probe.observe(optimum, self.step)
-        if factor > 1.0:
-            self.registry.clamp_controller(name, min(before * factor, self.settings.max_factor))
-        return optimum
-
-    @torch.no_grad()
-    def _probe_along_update(self, anchors: list[torch.Tensor]) -> list[float]:
-        """The probe loss at ``anchor + k (average - anchor)`` for each k of `WIDE_GRID`, identical on every rank:
-        each rank reads its share of the grid on copies of the averaged weights, one all-reduce sums them."""
-        params = self.replica.param_data()
-        average = [p.clone() for p in params]
-        losses = torch.zeros(len(WIDE_GRID), dtype=torch.float64, device=params[0].device)
-        try:
-            for index in range(self.rank, len(WIDE_GRID), self.world_size):
-                torch._foreach_copy_(params, average)
-                torch._foreach_sub_(params, anchors)
-                torch._foreach_mul_(params, WIDE_GRID[index])
-                torch._foreach_add_(params, anchors)
-                losses[index] = self._probe_here()
-        finally:
-            torch._foreach_copy_(params, average)
-        if self.world_size > 1:
-            dist.all_reduce(losses, group=self.group)
-        return losses.tolist()
-
-    def _probe_here(self) -> float:
-        """The probe's loss at the weights this replica holds now (HSDP: the group's, identical on its ranks)."""
-        assert self.probe_fn is not None
-        return float(self.probe_fn())
 
     def _record(self, report: ConvergeReport) -> None:
         """Regular converges enter the run record's trajectory; every converge is the shells' `last_report`."""

@@ -50,8 +50,6 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # the full --hdet_lr_spread in every interval. Session-19 controller_line_search_breaks_ties: earlier checkpoints
 # let the line search act on passed raises only. (controller_line_search_max_raise's default became 4 in session 20;
 # checkpoints from before session 17 had no line search, so their value is ignored: see check_resumed_settings.)
-# Session-21 fan_out_until_direction: earlier checkpoints left a horizon interval without a direction undisplaced.
-# Session-22 controller_wide_probe_threshold: earlier checkpoints never read the probe along the update.
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,
@@ -63,14 +61,16 @@ LEGACY_VALUES = {
     "controller_line_search_max_raise": 2.0,
     "lr_fan_out_scale": 1.0,
     "controller_line_search_breaks_ties": False,
-    "fan_out_until_direction": False,
-    "controller_wide_probe_threshold": 0.0,
-    "controller_wide_probe_max_raise": 8.0,
+}
+# Settings measured, not adopted and removed, with the value today's engine behaves as. A checkpoint saved with
+# another value ran a protocol this version cannot continue: refused, never silently continued without it.
+REMOVED_SETTINGS = {
+    "controller_line_search_in_warmup": False,  # session 21 (BENCHMARKS.md, reading 26)
+    "fan_out_until_direction": False,  # session 21 (reading 26); last at commit c69169c
+    "controller_wide_probe_threshold": 0.0,  # session 22 (reading 27); last at commit c69169c
 }
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
-PARAMETER_SHAPED_FIELDS = (
-    "outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions", "wide_anchors",
-)
+PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
 
 
 class EngineCheckpoint:
@@ -124,8 +124,6 @@ def state_dict(engine: HDETEngine) -> dict[str, Any]:
         **engine.paired_votes.state_dict(),
         **engine.peak_floor.state_dict(),
         **engine.line_search.state_dict(),
-        **engine.wide_probe.state_dict(),
-        "wide_anchors": engine._wide_anchors,  # the wide reading's previous average where no horizon keeps it
         # Checked on load: a resume must continue the same configuration (`check_resumed_settings`).
         "config": engine.config.to_dict(),
         "total_steps": engine.total_steps,
@@ -168,9 +166,6 @@ def load_state_dict(engine: HDETEngine, state: Any, *, elastic: bool, source: st
     engine.paired_votes.load_state_dict(state)
     engine.peak_floor.load_state_dict(state)
     engine.line_search.load_state_dict(state)
-    engine.wide_probe.load_state_dict(state)
-    anchors = state.get("wide_anchors")
-    engine._wide_anchors = [t.to(device) for t in anchors] if anchors is not None else None
     engine.apply_values()
     if not resized:
         return []
@@ -209,6 +204,14 @@ def check_resumed_settings(
         current = config.to_dict()
         # A checkpoint written before a setting existed ran with its LEGACY_VALUES value.
         saved = {**{k: v for k, v in LEGACY_VALUES.items() if k not in saved}, **saved}
+        removed = {k: saved[k] for k, v in REMOVED_SETTINGS.items() if saved.get(k, v) != v}
+        if removed:
+            was = " ".join(f"--hdet_{k} {v}" for k, v in removed.items())
+            raise ValueError(
+                f"{source} was saved with {was}: a setting this version of hdet_hf no longer has (measured, not "
+                "adopted and removed; BENCHMARKS.md says why), so it cannot continue that run. Resume with the "
+                "hdet_hf version that wrote the checkpoint, or start a new run from the checkpoint's weights."
+            )
         # None means "the default for this mode"; the mode itself must match, so resolve both with this config.
         for values in (saved, current):
             if "comparison_horizon" in values and values["comparison_horizon"] is None:
@@ -216,14 +219,11 @@ def check_resumed_settings(
             if values.get("comparison_horizon") == 0:
                 values.pop("comparison_horizon_start", None)  # ignored without a horizon
                 values.pop("lr_fan_out_scale", None)
-                values.pop("fan_out_until_direction", None)
             if values.get("comparison_horizon") == 0 or values.get("comparison_horizon_start", 0) == 0:
                 values.pop("early_comparison", None)  # ignored without an early phase
             if values.get("controller_line_search_threshold") == 0:
                 values.pop("controller_line_search_breaks_ties", None)  # ignored without the line search
                 values.pop("controller_line_search_max_raise", None)
-            if values.get("controller_wide_probe_threshold") == 0:
-                values.pop("controller_wide_probe_max_raise", None)  # ignored without the wide reading
         changed = [
             key
             for key in current
@@ -403,17 +403,6 @@ def validate_state(state: dict[str, Any], source: str) -> None:
         )
     ):
         fail("line_search", "None or a dict with last_optimum None or a number >= 0 (inf allowed)", line_search)
-    wide = state.get("wide_probe")
-    if wide is not None and not (
-        isinstance(wide, dict)
-        and isinstance(wide.get("finished", False), bool)
-        and isinstance(wide.get("readings", []), list)
-        and all(
-            isinstance(r, list | tuple) and len(r) == 2 and all(is_number(v) for v in r)
-            for r in wide.get("readings", [])
-        )
-    ):
-        fail("wide_probe", "None or a dict with a bool finished and readings of (step, k*) pairs", wide)
     updates = state.get("horizon_updates")
     if updates is not None and not (isinstance(updates, int) and not isinstance(updates, bool) and updates >= 0):
         fail("horizon_updates", "None or an integer >= 0", updates)

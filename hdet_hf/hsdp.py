@@ -268,26 +268,20 @@ class HSDPEngine(HDETEngine):
     def _probe_loss(self, at_average: bool) -> float:
         assert self.probe_fn is not None
         window = self.window
-        if not (at_average and window.average_count and window.average is not None):
-            return self._probe_here()
-        # FSDP2 reads its own sharded storage, so the interval mean is copied in (and back), not swapped.
-        local = self.replica.param_data()
-        own = [t.clone() for t in local]
-        try:
-            torch._foreach_copy_(local, window.average)
+        if at_average and window.average_count and window.average is not None:
+            # FSDP2 reads its own sharded storage, so the interval mean is copied in (and back), not swapped.
+            local = self.replica.param_data()
+            own = [t.clone() for t in local]
+            try:
+                torch._foreach_copy_(local, window.average)
+                loss = float(self.probe_fn())
+            finally:
+                reshard(self._model)  # drop the gathered interval-mean weights
+                torch._foreach_copy_(local, own)
+        else:
             loss = float(self.probe_fn())
-        finally:
-            reshard(self._model)  # drop the gathered interval-mean weights
-            torch._foreach_copy_(local, own)
+            reshard(self._model)
         # Every rank of a group scores the same gathered weights on the same batch; the mean makes it exact.
-        (total,) = self._group_reduce([loss])
-        return total / self.layout.shard_size
-
-    def _probe_here(self) -> float:
-        # Each replica group reads its own points of the wide grid (`rank` is the replica index), gathered
-        # sharded weights dropped after the forward, and the group's mean makes its ranks agree exactly.
-        loss = super()._probe_here()
-        reshard(self._model)
         (total,) = self._group_reduce([loss])
         return total / self.layout.shard_size
 

@@ -35,9 +35,13 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any
+import warnings
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from .config import HDETConfig
 
 __all__ = ["line_search_optimum", "LineSearchRaise"]
 
@@ -95,12 +99,39 @@ def _parabola(xs: list[float], ys: list[float]) -> tuple[float, float]:
 
 
 class LineSearchRaise:
-    """The raise factor the line search allows at each converge (1.0: none), and the last optimum seen."""
+    """The raise factor the line search allows at each converge (1.0: none), and the last optimum seen.
 
-    def __init__(self, threshold: float, max_raise: float) -> None:
+    ``breaks_ties``: a converge where the controller would hold (its move exactly 0) may be raised too.
+    """
+
+    def __init__(self, threshold: float, max_raise: float, breaks_ties: bool = False) -> None:
         self.threshold = threshold
         self.max_raise = max_raise
+        self.breaks_ties = breaks_ties
         self.last_optimum: float | None = None
+
+    @classmethod
+    def for_run(cls, config: HDETConfig) -> LineSearchRaise:
+        """The line search of a run's resolved config (``HDETConfig.for_run``); warns where it is uncalibrated."""
+        from .config import MIN_FRACTION_SYNC_INTERVAL
+
+        raises = cls(
+            config.controller_line_search_threshold,
+            config.controller_line_search_max_raise,
+            config.controller_line_search_breaks_ties,
+        )
+        reads_probe = config.auto_lr and config.controller_signal != "train_loss"
+        if raises.enabled and reads_probe and config.sync_interval < MIN_FRACTION_SYNC_INTERVAL:
+            # Warned, not changed: the threshold is uncalibrated there, not wrong by construction.
+            warnings.warn(
+                f"--hdet_controller_line_search_threshold {raises.threshold:g} was measured with converges at least "
+                f"{MIN_FRACTION_SYNC_INTERVAL} steps apart; over {config.sync_interval}-step intervals the probe's "
+                "line is straight early in a run at any LR, and on a held-out task 4-step intervals raised the best "
+                "LR 4x and ended 1.6-3.7x worse (BENCHMARKS.md, reading 25). Use --hdet_sync_interval "
+                f"{MIN_FRACTION_SYNC_INTERVAL} or more, or --hdet_controller_line_search_threshold 0.",
+                stacklevel=3,
+            )
+        return raises
 
     @property
     def enabled(self) -> bool:
@@ -114,6 +145,13 @@ class LineSearchRaise:
         if optimum < self.threshold or previous < self.threshold:
             return 1.0
         return max(1.0, min(optimum / self.threshold, self.max_raise))
+
+    def raise_for(self, optimum: float | None, delta: float) -> float:
+        """Take in this converge's optimum and return the raise for the controller's move ``delta``: what
+        `observe` allows when the move is a raise (or, with ``breaks_ties``, a tie: delta exactly 0), else 1."""
+        factor = self.observe(optimum)
+        passed = delta > 0 or (delta == 0 and self.breaks_ties)
+        return factor if passed else 1.0
 
     def state_dict(self) -> dict[str, Any]:
         return {"line_search": {"last_optimum": self.last_optimum}}

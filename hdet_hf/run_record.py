@@ -43,8 +43,6 @@ class ConvergeReport:
     scale: dict[str, float] = field(default_factory=dict)
     excluded_ranks: list[int] = field(default_factory=list)
     controller_active: bool = False
-    # --hdet_controller_wide_probe_threshold: this converge's reading k* (None: no reading here).
-    wide_probe_optimum: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The trajectory entry (``regular`` is left out: only regular converges are recorded)."""
@@ -60,7 +58,6 @@ class ConvergeReport:
             "scale": self.scale,
             "excluded_ranks": self.excluded_ranks,
             "controller_active": self.controller_active,
-            **({"wide_probe_optimum": self.wide_probe_optimum} if self.wide_probe_optimum is not None else {}),
         }
 
     def to_logs(self) -> dict[str, float]:
@@ -82,8 +79,6 @@ class ConvergeReport:
         for rank, weight in enumerate(self.weights):
             logs[f"hdet/weight_rank{rank}"] = weight
         logs["hdet/excluded_ranks"] = float(len(self.excluded_ranks))
-        if self.wide_probe_optimum is not None:
-            logs["hdet/wide_probe_optimum"] = self.wide_probe_optimum
         return logs
 
 

@@ -154,10 +154,6 @@ class OneCycleAutoLR(OneCycleLR):
     when the two scores disagree (the controller would hold).
     ``fan_out_scale`` (``--hdet_lr_fan_out_scale``, default 0.4): with a ``comparison_horizon``, the step-size
     intervals before ``comparison_horizon_start`` fan out at this fraction of the spread; 1 = the full spread.
-    ``fan_out_until_direction`` (``--hdet_fan_out_until_direction``): with a ``comparison_horizon``, an interval
-    before the run has a direction to offset along compares by step size instead of measuring nothing.
-    ``wide_probe_threshold`` (``--hdet_controller_wide_probe_threshold``, 0 = off): with ``probe_fn``, early in
-    the run the probe is read far along the run's update and a far optimum raises the LR (`hdet_hf.wide_probe`).
 
     Example:
         >>> import torch
@@ -209,8 +205,6 @@ class OneCycleAutoLR(OneCycleLR):
         line_search_max_raise: float = HDETConfig.controller_line_search_max_raise,
         fan_out_scale: float = HDETConfig.lr_fan_out_scale,
         line_search_breaks_ties: bool = HDETConfig.controller_line_search_breaks_ties,
-        fan_out_until_direction: bool = HDETConfig.fan_out_until_direction,
-        wide_probe_threshold: float = HDETConfig.controller_wide_probe_threshold,
     ) -> None:
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
@@ -293,8 +287,6 @@ class OneCycleAutoLR(OneCycleLR):
             controller_line_search_max_raise=line_search_max_raise,
             lr_fan_out_scale=fan_out_scale,
             controller_line_search_breaks_ties=line_search_breaks_ties,
-            fan_out_until_direction=fan_out_until_direction,
-            controller_wide_probe_threshold=wide_probe_threshold,
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
             controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )

@@ -118,13 +118,6 @@ TUNED_CONTROLLER = {
     "controller_line_search_breaks_ties": False,
     # ... and with one line-search raise bounded at 2x; the _mr4 rows set their own (session 20).
     "controller_line_search_max_raise": 2.0,
-    # ... and with a horizon interval before the run had a direction left undisplaced; the _dir rows set their own
-    # (session 21).
-    "fan_out_until_direction": False,
-    # ... and without the wide reading of the probe along the update; the _wide rows set their own (session 22).
-    "controller_wide_probe_threshold": 0.0,
-    # ... and (where it is on) one such raise bounded at 4x; the _r8 rows set their own (session 22).
-    "controller_wide_probe_max_raise": 4.0,
 }
 # (label, note, HDETConfig fields) of the controller ideas measured for issue 10.
 CONTROLLER_IDEAS = (
@@ -229,13 +222,9 @@ CONTROLLER_IDEAS = (
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_bound30", "the _ties row with --hdet_controller_max_factor 30", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_max_factor": 30.0}),
     # ... and the same converging every 4 steps (3 % of a 120-step run; a fraction never resolves below 10 steps).
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_T4", "the _mr4 row with --hdet_sync_interval 4", {"controller_signal": "train_and_averaged_probe", "sync_interval": 4, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0}),
-    # Session 21: the session-20 default, and the interval after the first converge (a horizon interval with no
-    # direction yet: every replica at the average) fans out by step size, so the line search has a fit 10 steps sooner.
-    ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_dir", "the default with --hdet_fan_out_until_direction (the interval after the first converge fans out by step size instead of measuring nothing)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "fan_out_until_direction": True}),
-    # Session 22: the session-20 default, and the probe read far along the run's update (k = 1..32) raises the LR
-    # min(k*/4, 4)x (the _r8 row: 8x) while k* >= 16 (hdet_hf/wide_probe.py; the first reading below 16 ends it).
-    ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_wide16", "the default with --hdet_controller_wide_probe_threshold 16 (early, the probe read at 1-32x the interval's update raises the LR while its optimum is >= 16x)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "controller_wide_probe_threshold": 16.0}),
-    ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_wide16_r8", "the _wide16 row with --hdet_controller_wide_probe_max_raise 8 (a raise up to what the grid's edge allows, 32/4)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "controller_wide_probe_threshold": 16.0, "controller_wide_probe_max_raise": 8.0}),
+    # Session 21 (the _dir rows, --hdet_fan_out_until_direction) and session 22 (the _wide16, _wide16_r8 and
+    # _wide32_r8 rows, --hdet_controller_wide_probe_threshold): measured, not adopted, and their settings removed
+    # (readings 26 and 27); their recorded rows reproduce at commit c69169c.
     # (The _dir_lsw row, the line also fitted during the controller's warm-up, ran at commit a485a9a: rejected,
     # reading 26; its setting was removed.)
     # Session 17: far below the right LR the probe's line search sizes a raise (hdet_hf/line_search.py).
@@ -886,7 +875,6 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
                     for t in engine.trajectory
                 ],
                 syncs_with_excluded_ranks=sum(1 for t in engine.trajectory if t.get("excluded_ranks")),
-                wide_probe_readings=[list(r) for r in engine.wide_probe.readings],
             )
         else:
             record.update(final_lr=spec.lr, lr_per_step=recorder.lrs[:steps])

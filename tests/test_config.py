@@ -73,8 +73,6 @@ def test_defaults_are_the_settings_the_quality_benchmark_chose():
     assert (c.controller_line_search_threshold, c.controller_line_search_max_raise) == (4.0, 4.0)  # readings 22, 25
     assert c.controller_line_search_breaks_ties  # reading 24
     assert c.lr_fan_out_scale == 0.4  # reading 23
-    assert c.fan_out_until_direction is False  # reading 26: measured, not adopted
-    assert c.controller_wide_probe_threshold == 0.0  # reading 27
     assert (c.controller_update, c.controller_temperature_mode, c.sync_warmup_steps) == (
         "multiplicative",
         "adaptive",

@@ -200,14 +200,10 @@ def test_the_drop_in_scheduler_passes_the_horizon_and_its_start_on():
             torch.optim.SGD(model.parameters(), lr=0.1), max_lr=0.1, total_steps=100, model=model,
             ensemble_lr_spread_ratio=0.25, model_sync_interval=10, enable_auto_lr=True, auto_lr_warmup_steps=0.1,
             comparison_horizon=0.1, fan_out_scale=1.0, line_search_breaks_ties=True, line_search_max_raise=2.0,
-            fan_out_until_direction=True, wide_probe_threshold=16.0,
         )  # fmt: skip
     assert full.engine.lrs.fan_out_scale == 1.0 and full.hdet_config.lr_fan_out_scale == 1.0
     assert full.hdet_config.controller_line_search_max_raise == 2.0 and full.engine.line_search.max_raise == 2.0
     assert full.hdet_config.controller_line_search_breaks_ties
-    assert full.hdet_config.fan_out_until_direction and not symmetric.hdet_config.fan_out_until_direction
-    # Without a probe_fn the drop-in scores the train loss: the wide reading has nothing to read and stays off.
-    assert full.hdet_config.controller_wide_probe_threshold == 16.0 and not full.engine.wide_probe.enabled
 
 
 def test_paired_votes_bound_each_kind_by_the_others_latest_and_round_trip():

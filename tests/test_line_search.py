@@ -71,6 +71,18 @@ def test_a_raise_needs_two_far_optima_in_a_row_and_is_capped():
     assert not off.enabled and off.observe(50.0) == 1.0 and off.observe(50.0) == 1.0
 
 
+def test_only_a_passed_raise_or_with_breaks_ties_a_tie_takes_the_line_search_raise():
+    """`raise_for`: the factor `observe` allows applies to a controller move > 0, to a tie (exactly 0) only with
+    ``breaks_ties``, never to a cut; the optimum is taken in (for the next converge's pair) whatever the move."""
+    for breaks_ties in (False, True):
+        raises = LineSearchRaise(threshold=4.0, max_raise=4.0, breaks_ties=breaks_ties)
+        assert raises.raise_for(math.inf, 0.1) == 1.0  # the first of a pair
+        assert raises.raise_for(12.0, -0.1) == 1.0  # a cut stays a cut
+        assert raises.last_optimum == 12.0
+        assert raises.raise_for(12.0, 0.0) == (3.0 if breaks_ties else 1.0)  # a tie
+        assert raises.raise_for(math.inf, 0.2) == 4.0  # a passed raise, capped
+
+
 def test_state_round_trip():
     raises = LineSearchRaise(threshold=4.0, max_raise=2.0)
     raises.observe(math.inf)

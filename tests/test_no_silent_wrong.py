@@ -289,23 +289,6 @@ def test_a_tie_break_cannot_change_on_resume():
     )
 
 
-def test_fan_out_until_direction_cannot_change_on_resume():
-    """--hdet_fan_out_until_direction decides which LRs ran early: a resume with the other value is refused by
-    name; a checkpoint from before the setting left that interval undisplaced; ignored without a horizon."""
-    state = _engine(auto_lr=True, fan_out_until_direction=True).state_dict()
-    with pytest.raises(
-        ValueError,
-        match=r"saved with --hdet_fan_out_until_direction True, but this run has --hdet_fan_out_until_direction False",
-    ):
-        _engine(auto_lr=True, fan_out_until_direction=False).load_state_dict(state)
-    del state["config"]["fan_out_until_direction"]  # written before the setting existed
-    with pytest.raises(ValueError, match=r"saved with --hdet_fan_out_until_direction False"):
-        _engine(auto_lr=True, fan_out_until_direction=True).load_state_dict(state)
-    _engine(auto_lr=True, fan_out_until_direction=False).load_state_dict(state)
-    off = {"auto_lr": True, "comparison_horizon": 0.0}
-    _engine(**off, fan_out_until_direction=True).load_state_dict(_engine(**off, fan_out_until_direction=False).state_dict())
-
-
 def test_a_fan_out_scale_cannot_change_on_resume():
     """--hdet_lr_fan_out_scale decides the LRs that ran: a resume with another value is refused by name. A
     checkpoint from before it existed stepped at the full spread, so it resumes only with 1."""
@@ -412,17 +395,20 @@ def test_the_probe_batch_comes_from_the_train_set_when_the_eval_set_is_empty(tmp
     assert trainer.state.global_step == 4 and trainer.hdet_engine.probe_fn is not None
 
 
-def test_the_wide_probe_threshold_cannot_change_on_resume():
-    """--hdet_controller_wide_probe_threshold decides which raises ran early: a resume with another value is
-    refused, and a checkpoint from before the setting counts as off (it never read the probe that way)."""
-    state = _engine(auto_lr=True, controller_wide_probe_threshold=16.0).state_dict()
-    with pytest.raises(
-        ValueError,
-        match=r"saved with --hdet_controller_wide_probe_threshold 16.0, but this run has "
-        r"--hdet_controller_wide_probe_threshold 0.0",
-    ):
+def test_a_checkpoint_saved_with_a_removed_setting_is_refused_by_name():
+    """Settings measured, not adopted and removed (`REMOVED_SETTINGS`): a checkpoint that ran one of them cannot
+    be continued without it, so the resume is refused naming it; one saved with the neutral value resumes."""
+    from hdet_hf.engine_state import REMOVED_SETTINGS
+
+    assert REMOVED_SETTINGS["controller_wide_probe_threshold"] == 0.0
+    for name, value in [
+        ("controller_wide_probe_threshold", 16.0),
+        ("fan_out_until_direction", True),
+        ("controller_line_search_in_warmup", True),
+    ]:
+        state = _engine(auto_lr=True).state_dict()
+        state["config"][name] = value
+        with pytest.raises(ValueError, match=rf"saved with --hdet_{name} {value}: a setting this version .* no longer"):
+            _engine(auto_lr=True).load_state_dict(state)
+        state["config"][name] = REMOVED_SETTINGS[name]
         _engine(auto_lr=True).load_state_dict(state)
-    del state["config"]["controller_wide_probe_threshold"]  # written before the setting existed
-    with pytest.raises(ValueError, match=r"saved with --hdet_controller_wide_probe_threshold 0.0"):
-        _engine(auto_lr=True, controller_wide_probe_threshold=16.0).load_state_dict(state)
-    _engine(auto_lr=True).load_state_dict(state)

@@ -393,16 +393,6 @@ CASES: list[ErrorCase] = [
         match=r"--hdet_controller_line_search_max_raise must be a finite number > 1.*got 1.0",
     ),
     _flags(
-        "--hdet_controller_wide_probe_threshold",
-        "0.5",
-        match=r"--hdet_controller_wide_probe_threshold must be 0 \(off\) or a finite number > 1.*got 0.5",
-    ),
-    _flags(
-        "--hdet_controller_wide_probe_max_raise",
-        "1",
-        match=r"--hdet_controller_wide_probe_max_raise must be a finite number > 1.*got 1.0",
-    ),
-    _flags(
         "--hdet_lr_fan_out_scale", "0", match=r"--hdet_lr_fan_out_scale must be in \(0, 1\], but got 0.0"
     ),
     _flags(

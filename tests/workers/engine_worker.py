@@ -434,11 +434,11 @@ def scenario_line_search(rank: int, world: int) -> dict:
         "ties_on_bound4": run(4.0, target=2.0, ties=True, max_raise=4.0),
     }
 
-def scenario_fan_out(rank: int, world: int, until_direction: str = "0") -> dict:
+def scenario_fan_out(rank: int, world: int) -> dict:
     """--hdet_lr_fan_out_scale 0.4 with --hdet_lr_spread 0.5 (step-size intervals at spread 0.2): the whole run
     is the early phase (lower_of_both, T 2, H 2 steps), so step-size intervals (starting at steps 0, 4, 8, ...) alternate with offset ones. The
     weight climbs at a constant gradient and the probe is a parabola in the step taken (`scenario_line_search`).
-    ``until_direction`` "1": --hdet_fan_out_until_direction. Records per step the LR, base LR and multiplier; per
+    Records per step the LR, base LR and multiplier; per
     regular converge the report, the line search's optimum and the paired votes."""
     model = nn.Linear(1, 1, bias=False).to(device())
     with torch.no_grad():
@@ -447,7 +447,7 @@ def scenario_fan_out(rank: int, world: int, until_direction: str = "0") -> dict:
         sync_interval=2, lr_spread=0.5, lr_fan_out_scale=0.4, auto_lr=True, auto_lr_warmup_steps=0,
         controller_signal="probe", controller_lr=0.5, explore_until=1.0, controller_floor_after_peak=False,
         comparison_horizon=2, comparison_horizon_start=16, early_comparison="lower_of_both",
-        controller_line_search_threshold=4.0, fan_out_until_direction=until_direction == "1",
+        controller_line_search_threshold=4.0,
     )  # fmt: skip
     engine = HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-2), total_steps=16)
     engine.probe_fn = lambda: float((model.weight.detach().double() - 2.0).pow(2).sum())
@@ -468,75 +468,6 @@ def scenario_fan_out(rank: int, world: int, until_direction: str = "0") -> dict:
             })  # fmt: skip
         engine.apply_lr([1e-2])
     return {"lrs": lrs, "converges": converges}
-
-def scenario_wide_probe(rank: int, world: int) -> dict:
-    """--hdet_controller_wide_probe_threshold 16: one weight climbs at a constant gradient (`scenario_line_search`),
-    so the average moves by D = lr x T x scale per interval and the probe ``(w - target)**2`` along P + k D has
-    its optimum at k = (target - P) / D. Each rank reads its share of the grid; records per regular converge the
-    scale, the weight (bit for bit), the average before the converge and the engine's readings. Runs: far
-    (target 2), near (target 0.05), threshold 0, far resumed between two readings, and far with a horizon."""
-
-    def run(threshold: float, target: float, resume_at: int | None = None, horizon: float = 0.0) -> dict:
-        calls = {"probe": 0}
-
-        def engine_for() -> tuple[HDETEngine, nn.Linear]:
-            model = nn.Linear(1, 1, bias=False).to(device())
-            with torch.no_grad():
-                model.weight.zero_()
-            config = HDETConfig(
-                sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0.5, controller_signal="probe",
-                explore_until=1.0, controller_floor_after_peak=False, comparison_horizon=horizon,
-                comparison_horizon_start=0.0, controller_line_search_threshold=0.0,
-                controller_wide_probe_threshold=threshold,
-            )
-            engine = HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-2), total_steps=20)
-
-            def probe() -> float:
-                calls["probe"] += 1
-                return float((model.weight.detach().double() - target).pow(2).sum())
-
-            engine.probe_fn = probe
-            return engine, model
-
-        engine, model = engine_for()
-        engine.apply_lr([1e-2])
-        converges = []
-        for step in range(1, 21):
-            model.zero_grad()
-            (-model.weight.sum()).backward()
-            engine.optimizer.step()
-            engine.add_loss(torch.tensor(1.0, device=device()))
-            mean = model.weight.detach().clone()
-            dist.all_reduce(mean)
-            report = engine.end_step()
-            if step == resume_at:
-                saved, weight = engine.state_dict(), model.weight.detach().clone()
-                engine, model = engine_for()
-                with torch.no_grad():
-                    model.weight.copy_(weight)
-                engine.load_state_dict(saved)
-            engine.apply_lr([1e-2])
-            if report is not None and report.regular:
-                converges.append({
-                    "step": step, "scale": report.scale["lr"], "weight": model.weight.detach().cpu().clone(),
-                    "mean": (mean / world).cpu(), "lr": engine.optimizer.param_groups[0]["lr"],
-                })  # fmt: skip
-        return {
-            "converges": converges, "readings": engine.wide_probe.readings, "finished": engine.wide_probe.finished,
-            "probe_calls": calls["probe"],
-            # What the schedule artifact shows of it: each regular converge's reading (None where none).
-            "trajectory_optima": [t.get("wide_probe_optimum") for t in engine.trajectory],
-        }
-
-    return {
-        "far": run(16.0, target=2.0),
-        "near": run(16.0, target=0.05),
-        "near_off": run(0.0, target=0.05),
-        "far_off": run(0.0, target=2.0),
-        "resumed": run(16.0, target=2.0, resume_at=5),
-        "horizon": run(16.0, target=2.0, horizon=0.2),
-    }
-
 
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]

@@ -112,8 +112,6 @@ def main() -> None:
         auto_lr_warmup_steps=1,
         # The default signal: a shared probe batch scored at each group's interval-mean weights, plus train loss.
         controller_signal="train_and_averaged_probe",
-        # With the controller, also the wide reading along the update (each group reads its share of the grid).
-        controller_wide_probe_threshold=16.0 if args.auto_lr else 0.0,
     )
     probe_x, probe_y = (t.to(device) for t in batch(0, 999))  # the same batch on every rank
 
@@ -162,7 +160,6 @@ def main() -> None:
             hdet.save_checkpoint(args.save_at[1])
             out["steps"][step]["post"] = [local_data(p).cpu().clone() for p in model.parameters()]
     out["collectives"] = log
-    out["wide_readings"] = hdet.engine.wide_probe.readings
     out["replica_rank"] = hdet.layout.replica_rank
     out["shard_rank"] = hdet.layout.shard_rank
     out["replicate_ranks"] = dist.get_process_group_ranks(hdet.layout.replicate_group)

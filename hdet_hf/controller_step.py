@@ -1,0 +1,88 @@
+"""The controller's move at a regular converge (mixed into `HDETEngine`): the registry's votes, and the rules the
+defaults add on top of them for the LR.
+
+- Early phase (``--hdet_early_comparison lower_of_both``): while step-size and offset intervals alternate, each
+  kind's vote is capped by the other kind's latest one (`horizon.PairedVotes`).
+- Line search (``--hdet_controller_line_search_threshold``): far below the right LR, a passed raise is at least
+  what the probe's line search allows (`line_search`).
+- Floor after the peak (``--hdet_controller_floor_after_peak``): once the schedule decays, no net cut
+  (`peak_floor`).
+
+The rules themselves are pure (their modules); this mixin only feeds them what the converge gathered.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from .converge_stats import GatheredStats
+from .learning_rates import narrowed
+from .line_search import line_search_optimum
+from .registry import LR
+from .run_record import ConvergeReport
+
+if TYPE_CHECKING:
+    from .engine import HDETEngine
+
+__all__ = ["ControllerStep"]
+
+
+class ControllerStep:
+    """`HDETEngine`'s controller step (mixed in); the engine provides every attribute used here."""
+
+    def _move_controllers(
+        self: HDETEngine, gathered: GatheredStats, report: ConvergeReport, bases: dict[str, float]
+    ) -> None:
+        """Move every active controller on the gathered scores, apply the rules, and record the moves in
+        ``report`` (``report.scale`` holds the factors before the move on entry, after it on return)."""
+        report.controller_active = True
+        if self.config.controller_floor_after_peak and self.lrs.schedule_lrs:
+            # The base schedule's value (largest param group, without the controller's factor) here.
+            lr_scales = {n: v for n, v in report.scale.items() if self.registry.hparams[n].is_lr}
+            self.peak_floor.observe(max(self.lrs.schedule_lrs), lr_scales, armed=self.step >= self.horizon_start_step)
+        both = self.config.controller_signal.startswith("train_and_")
+        signal = torch.stack([gathered.losses, gathered.signals]) if both else gathered.signals
+        active = [name for name in self.registry.names if self.controller_active(name)]
+        kind = self._paired_kind()
+        caps = {LR: self.paired_votes.cap(kind)} if kind is not None else None
+        infos = self.registry.update_controllers(
+            active, gathered.multipliers, signal, gathered.scored, bases, self.settings, caps
+        )
+        if kind is not None and LR in infos:
+            self.paired_votes.record(kind, infos[LR]["raw_delta"])
+        if LR in infos and self.line_search.enabled:
+            factor = self.line_search.raise_for(self._line_search_optimum(gathered), infos[LR]["delta"])
+            if factor > 1.0:  # a passed raise (or a tie) at least as large as the line search allows
+                self.registry.clamp_controller(LR, min(report.scale[LR] * factor, self.settings.max_factor))
+        for name, info in infos.items():
+            floor = self.peak_floor.floor(name)
+            if floor is not None:
+                self.registry.clamp_controller(name, floor)
+            report.weights = info["weights"]  # identical for every hyperparameter
+            report.delta[name] = info["delta"]
+            report.velocity[name] = self.controllers[name].velocity
+            report.scale[name] = self.controllers[name].scale
+        if self.config.converge_weights == "fitness":
+            self.fitness.observe(signal, gathered.scored)
+
+    def _paired_kind(self: HDETEngine) -> str | None:
+        """At a regular converge: the kind of the interval that just ended while the two kinds alternate."""
+        interval_start = self.step - self.steps_in_interval
+        early = self.horizon.enabled and interval_start < self.horizon_start_step
+        if not early or self.config.early_comparison != "lower_of_both":
+            return None
+        return "horizon" if self._compares_over_horizon_from(interval_start) else "one_interval"
+
+    def _line_search_optimum(self: HDETEngine, gathered: GatheredStats) -> float | None:
+        """The probe's line-search optimum over the interval just ended (None: no line to fit)."""
+        # A horizon interval that started before Z held an update had every replica at the average: no line.
+        displaced = not self.compares_over_horizon() or self.horizon.has_direction
+        if self.config.controller_signal == "train_loss" or not displaced:
+            return None
+        # Measured where the replicas stepped: a step-size interval's narrower fan-out (`lr_fan_out_scale`).
+        multipliers = torch.tensor(gathered.multipliers[LR], dtype=torch.float64)
+        if not self.compares_over_horizon():
+            multipliers = narrowed(multipliers, self.lrs.fan_out_scale)
+        return line_search_optimum(multipliers, gathered.signals, gathered.scored)
