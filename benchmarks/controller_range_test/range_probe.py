@@ -1,0 +1,130 @@
+"""Diagnostic (session 23, BENCHMARKS.md reading 28): can the first few % of a run estimate the sweep's best peak LR?
+From init, on one process with the global batch (4 ranks x batch), AdamW as the task runs it:
+ (A) an exponential LR range test over K steps, 1e-5 -> 1 (Smith): LR at the smoothed loss's minimum and at its
+     steepest descent;
+ (B) constant LR for K steps at each point of a half-decade grid, then the loss on a held-out probe batch.
+"""
+
+import argparse
+import json
+import math
+import sys
+
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2] / "scripts"))
+import torch
+import transformers
+
+p = argparse.ArgumentParser()
+p.add_argument("--task", default="clm")
+p.add_argument("--name", required=True)
+p.add_argument("--steps", type=int, default=40)
+p.add_argument("--batch_size", type=int, default=8)
+p.add_argument("--hidden_size", type=int, default=64)
+p.add_argument("--num_hidden_layers", type=int, default=2)
+p.add_argument("--intermediate_size", type=int, default=172)
+p.add_argument("--adam_beta2", type=float, default=0.999)
+p.add_argument("--weight_decay", type=float, default=0.0)
+p.add_argument("--seed", type=int, default=0)
+p.add_argument("--grid", default="1e-4,3e-4,1e-3,3e-3,1e-2,3e-2,1e-1")
+p.add_argument("--modes", default="A,B")
+a = p.parse_args()
+torch.set_num_threads(2)
+G = 4 * a.batch_size
+if a.task == "docstrings":
+    from docstring_task import build_minilm_classifier, load_docstring_task
+
+    tok, data = load_docstring_task(max_length=64, seed=a.seed)
+    train = data["train"].with_format("torch")
+    ev = data["validation"].with_format("torch")
+    cols = [c for c in ("input_ids", "attention_mask", "labels") if c in train.column_names]
+
+    def build():
+        transformers.set_seed(a.seed)
+        return build_minilm_classifier()
+
+    def batch(ds, i, n):
+        idx = [(i * n + j) % len(ds) for j in range(n)]
+        b = ds[idx]
+        return {c: b[c] for c in cols}
+else:
+    from hdet_hf.examples.data import build_default_model, load_default_task
+
+    tok, lm = load_default_task(block_size=128, vocab_size=1024)
+    train = lm["train"].with_format("torch")
+    ev = lm["validation"].with_format("torch")
+
+    def build():
+        transformers.set_seed(a.seed)
+        return build_default_model(
+            tok,
+            hidden_size=a.hidden_size,
+            num_hidden_layers=a.num_hidden_layers,
+            intermediate_size=a.intermediate_size,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
+
+    def batch(ds, i, n):
+        idx = [(i * n + j) % len(ds) for j in range(n)]
+        x = ds[idx]["input_ids"]
+        return {"input_ids": x, "labels": x}
+
+
+g = torch.Generator().manual_seed(a.seed)
+perm = torch.randperm(len(train), generator=g).tolist()
+train = train.select(perm)
+probe = batch(ev, 0, 64)
+
+
+def loss_of(model, b):
+    return model(**b).loss
+
+
+def run(lrs):
+    model = build()
+    model.train()
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=lrs[0], betas=(0.9, a.adam_beta2), weight_decay=a.weight_decay
+    )
+    out = []
+    for i, lr in enumerate(lrs):
+        for gr in opt.param_groups:
+            gr["lr"] = lr
+        loss = loss_of(model, batch(train, i, G))
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        out.append(float(loss))
+    model.eval()
+    with torch.no_grad():
+        pl = float(loss_of(model, probe))
+    return out, pl
+
+
+res = {"name": a.name, "steps": a.steps}
+if "A" in a.modes:
+    K = a.steps
+    lrs = [1e-5 * (1e5) ** (i / (K - 1)) for i in range(K)]
+    losses, _ = run(lrs)
+    sm, avg = [], 0.0
+    for i, value in enumerate(losses):
+        avg = 0.8 * avg + 0.2 * value
+        sm.append(avg / (1 - 0.8 ** (i + 1)))
+    finite = [i for i in range(K) if math.isfinite(sm[i])]
+    imin = min(finite, key=lambda i: sm[i])
+    slopes = [(sm[i + 1] - sm[i - 1]) for i in range(1, imin)] if imin > 2 else [0]
+    isteep = 1 + min(range(len(slopes)), key=lambda j: slopes[j])
+    res.update(A_min_lr=lrs[imin], A_steep_lr=lrs[isteep], A_losses=[round(x, 3) for x in losses])
+if "B" in a.modes:
+    grid = [float(x) for x in a.grid.split(",")]
+    probes = {}
+    for lr in grid:
+        _, pl = run([lr] * a.steps)
+        probes[lr] = pl
+    res.update(
+        B_probe=probes, B_best=min(probes, key=lambda k: probes[k] if math.isfinite(probes[k]) else 1e9)
+    )
+print(json.dumps(res), flush=True)
+with open(__import__("pathlib").Path(__file__).with_name("results.jsonl"), "a") as f:
+    f.write(json.dumps(res) + "\n")
