@@ -20,7 +20,8 @@ With ``--hdet_controller_line_search_breaks_ties`` (the default since session 19
 when the controller would hold because its scores disagree (gated hypergradient exactly 0): on a pretrained
 classifier from 10x below the train loss kept disagreeing with a probe whose line stayed straight (reading 24).
 
-Pure math: the engine hands in each converge's multipliers and probe losses.
+Pure math (no collectives): the controller step (`controller_step`) hands in each converge's multipliers and probe
+losses.
 
 Example:
     >>> import torch

@@ -412,3 +412,8 @@ def test_a_checkpoint_saved_with_a_removed_setting_is_refused_by_name():
             _engine(auto_lr=True).load_state_dict(state)
         state["config"][name] = REMOVED_SETTINGS[name]
         _engine(auto_lr=True).load_state_dict(state)
+    # A session-22 checkpoint with the reading off also carries its (empty) state: ignored.
+    state = _engine(auto_lr=True).state_dict()
+    state.update(wide_probe={"finished": False, "readings": []}, wide_anchors=None)
+    state["config"]["controller_wide_probe_threshold"] = 0.0
+    _engine(auto_lr=True).load_state_dict(state)
