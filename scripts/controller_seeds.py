@@ -7,6 +7,11 @@ LR (the do-no-harm check), and on how many seeds HDET ended worse than that DDP 
 each seed's HDET run against the same seed's DDP runs, so seed-to-seed differences of the data order and the
 initialisation cancel. With ``--against`` another setting's rows are compared seed by seed (paired differences).
 
+A setting that changed only some starts leaves the others where an older setting's rows already are (the line
+search's later rules were bit-identical at the best LR and from 3x above, BENCHMARKS.md readings 24-25). With
+``--same_as PREFIX:best,high`` (repeatable, tried in order) a cell with no ``--rows`` row of its own takes that
+older row; the table marks it with ``*`` and names the rows it came from.
+
     python scripts/controller_seeds.py benchmarks/controller_docstrings benchmarks/controller_docstrings_seed1 \
         benchmarks/controller_docstrings_seed2 --best_lr 0.0003 --rows shared_both_T3pct_until0.5_hz0.1_min0.3
 """
@@ -35,25 +40,47 @@ def ddp_at(rows: Sequence[dict[str, Any]], lr: float) -> dict[str, Any] | None:
     return None
 
 
-def seed_table(folders: Sequence[Path], best_lr: float, prefix: str) -> list[dict[str, Any]]:
-    """Per start: each folder's HDET ratio, DDP-at-start ratio and accuracy (None where a row is missing)."""
+def parse_same_as(spec: str) -> tuple[str, tuple[str, ...]]:
+    """``PREFIX:best,high`` -> (PREFIX, ("best", "high")); without ``:STARTS`` every start."""
+    prefix, _, starts = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    chosen = tuple(s.strip() for s in starts.split(",") if s.strip()) or STARTS
+    unknown = [s for s in chosen if s not in STARTS]
+    if not prefix or unknown:
+        raise ValueError(f"--same_as {spec!r}: expected PREFIX or PREFIX:STARTS with STARTS from {STARTS}")
+    return prefix, chosen
+
+
+def seed_table(
+    folders: Sequence[Path],
+    best_lr: float,
+    prefix: str,
+    same_as: Sequence[tuple[str, Sequence[str]]] = (),
+) -> list[dict[str, Any]]:
+    """Per start: each folder's HDET ratio, DDP-at-start ratio and accuracy (None where a row is missing), and
+    ``source``: None for a row of ``prefix`` itself, else the ``same_as`` prefix the cell was taken from."""
     table = []
     by_folder = [read_results(folder / "results.jsonl") for folder in folders]
     for start in STARTS:
-        entry: dict[str, Any] = {"start": start, "hdet": [], "ddp": [], "accuracy": [], "start_lr": None}
+        entry: dict[str, Any] = {"start": start, "hdet": [], "ddp": [], "accuracy": [], "source": []}
+        entry["start_lr"] = None
         for rows in by_folder:
             best = ddp_at(rows, best_lr)
-            hdet = next((r for r in rows if r["name"] == f"{prefix}_{start}"), None)
+            candidates = [prefix, *(p for p, starts in same_as if start in starts)]
+            source = next((p for p in candidates if any(r["name"] == f"{p}_{start}" for r in rows)), None)
+            # The last record of a name wins (a rerun appends).
+            hdet = [r for r in rows if r["name"] == f"{source}_{start}"][-1] if source else None
             if best is None or hdet is None:
                 entry["hdet"].append(None)
                 entry["ddp"].append(None)
                 entry["accuracy"].append(None)
+                entry["source"].append(None)
                 continue
             entry["start_lr"] = hdet["start_lr"]
             at_start = ddp_at(rows, hdet["start_lr"])
             entry["hdet"].append(hdet["eval_loss"] / best["eval_loss"])
             entry["ddp"].append(at_start["eval_loss"] / best["eval_loss"] if at_start else None)
             entry["accuracy"].append(hdet.get("eval_accuracy"))
+            entry["source"].append(None if source == prefix else source)
         table.append(entry)
     return table
 
@@ -80,7 +107,10 @@ def markdown(
     )
     lines.append("| DDP at the best LR (eval loss) | " + " | ".join(best_cells) + f" | {spread} | | | |")
     for entry in table:
-        cells = [f"{v:.3f}" if v is not None else "-" for v in entry["hdet"]]
+        cells = [
+            (f"{v:.3f}" + ("*" if source else "")) if v is not None else "-"
+            for v, source in zip(entry["hdet"], entry.get("source") or [None] * len(entry["hdet"]))
+        ]
         ddp_cells = " / ".join(f"{v:.3f}" if v is not None else "-" for v in entry["ddp"])
         pairs = [(h, d) for h, d in zip(entry["hdet"], entry["ddp"]) if h is not None and d is not None]
         worse = f"{sum(h > d for h, d in pairs)} of {len(pairs)}" if pairs else "-"
@@ -93,6 +123,9 @@ def markdown(
         )
     accuracies = [(e["start"], e["accuracy"]) for e in table if any(a is not None for a in e["accuracy"])]
     text = "\n".join(lines) + "\n"
+    borrowed = sorted({s for e in table for s in e.get("source") or [] if s})
+    if borrowed:
+        text += "\n\\* taken from " + ", ".join(f"`{s}`" for s in borrowed) + " (`--same_as`).\n"
     if accuracies:
         text += (
             "\nAccuracy: "
@@ -160,6 +193,15 @@ def main(argv: Sequence[str] | None = None) -> str:
         "and how many seeds a difference of --target_points would need",
     )
     p.add_argument(
+        "--same_as",
+        action="append",
+        default=[],
+        metavar="PREFIX[:STARTS]",
+        help="An older setting's row prefix whose rows stand for --rows at these starts (comma-separated from best, "
+        "low, high; default all) where --rows has no row of its own; repeatable, tried in order; such cells are "
+        "marked *",
+    )
+    p.add_argument(
         "--target_points", type=float, default=1.0, help="The difference (ratio points) --against sizes seeds for"
     )
     p.add_argument("--out", type=Path, default=None, help="Also write the table to this markdown file")
@@ -173,7 +215,11 @@ def main(argv: Sequence[str] | None = None) -> str:
     missing = [str(f) for f, b in zip(args.dirs, bests) if b is None]
     if missing:
         p.error(f"no DDP row at --best_lr {args.best_lr:g} in {', '.join(missing)}")
-    table = seed_table(args.dirs, args.best_lr, args.rows)
+    try:
+        same_as = [parse_same_as(spec) for spec in args.same_as]
+    except ValueError as error:
+        p.error(str(error))
+    table = seed_table(args.dirs, args.best_lr, args.rows, same_as)
     if all(v is None for entry in table for v in entry["hdet"]):
         p.error(f"no rows named {args.rows}_best / _low / _high in these folders")
     text = markdown(table, args.dirs, [b["eval_loss"] for b in bests])

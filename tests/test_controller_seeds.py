@@ -89,3 +89,28 @@ def test_against_pairs_two_settings_seed_by_seed(tmp_path):
     assert "| low | - | - | - | - |" in text
     with pytest.raises(SystemExit):
         controller_seeds.main([*map(str, seeds), "--best_lr", "0.01", "--rows", PREFIX, "--against", "nothing"])
+
+
+def test_same_as_fills_only_missing_cells_at_its_starts_and_marks_them(tmp_path, capsys):
+    """``--same_as OLD:best,high``: a start with no row of --rows takes OLD's row there (marked *); a start not
+    listed stays empty, and a row of --rows itself always wins over OLD's."""
+    folder = write_seed(
+        tmp_path / "seed0", {0.01: 4.0, 0.001: 5.0, 0.03: 4.4}, {"low": (0.001, 4.2)}
+    )  # --rows has only its low row (and the stale best record)
+    rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if r["eval_loss"] != 99.0]  # drop the stale record: --rows has no best row
+    rows += [
+        {"name": f"old_{start}", "kind": "hdet", "start_lr": lr, "eval_loss": loss}
+        for start, lr, loss in (("best", 0.01, 4.08), ("low", 0.001, 8.0), ("high", 0.03, 4.4))
+    ]
+    (folder / "results.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    table = {e["start"]: e for e in controller_seeds.seed_table([folder], 0.01, PREFIX, [("old", ("best", "low"))])}
+    assert table["best"]["hdet"] == pytest.approx([1.02]) and table["best"]["source"] == ["old"]
+    assert table["low"]["hdet"] == pytest.approx([1.05]) and table["low"]["source"] == [None]  # its own row wins
+    assert table["high"]["hdet"] == [None]  # "old" does not stand for high
+    text = controller_seeds.main([str(folder), "--best_lr", "0.01", "--rows", PREFIX, "--same_as", "old:best,low"])
+    capsys.readouterr()
+    assert "| 1.020* |" in text and "\\* taken from `old` (`--same_as`)." in text
+    with pytest.raises(SystemExit):
+        controller_seeds.main([str(folder), "--best_lr", "0.01", "--rows", PREFIX, "--same_as", "old:middle"])
+    assert "--same_as 'old:middle'" in capsys.readouterr().err
