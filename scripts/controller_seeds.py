@@ -61,14 +61,16 @@ def seed_table(
     table = []
     by_folder = [read_results(folder / "results.jsonl") for folder in folders]
     for start in STARTS:
-        entry: dict[str, Any] = {"start": start, "hdet": [], "ddp": [], "accuracy": [], "source": []}
-        entry["start_lr"] = None
+        entry: dict[str, Any] = {
+            "start": start, "hdet": [], "ddp": [], "accuracy": [], "start_lr": None, "source": []
+        }
         for rows in by_folder:
             best = ddp_at(rows, best_lr)
+            # `read_results` keeps one record per name; the first candidate prefix with a row here wins.
+            by_name = {r["name"]: r for r in rows}
             candidates = [prefix, *(p for p, starts in same_as if start in starts)]
-            source = next((p for p in candidates if any(r["name"] == f"{p}_{start}" for r in rows)), None)
-            # The last record of a name wins (a rerun appends).
-            hdet = [r for r in rows if r["name"] == f"{source}_{start}"][-1] if source else None
+            source = next((p for p in candidates if f"{p}_{start}" in by_name), None)
+            hdet = by_name[f"{source}_{start}"] if source else None
             if best is None or hdet is None:
                 entry["hdet"].append(None)
                 entry["ddp"].append(None)
@@ -109,7 +111,7 @@ def markdown(
     for entry in table:
         cells = [
             (f"{v:.3f}" + ("*" if source else "")) if v is not None else "-"
-            for v, source in zip(entry["hdet"], entry.get("source") or [None] * len(entry["hdet"]))
+            for v, source in zip(entry["hdet"], entry["source"])
         ]
         ddp_cells = " / ".join(f"{v:.3f}" if v is not None else "-" for v in entry["ddp"])
         pairs = [(h, d) for h, d in zip(entry["hdet"], entry["ddp"]) if h is not None and d is not None]
@@ -123,7 +125,7 @@ def markdown(
         )
     accuracies = [(e["start"], e["accuracy"]) for e in table if any(a is not None for a in e["accuracy"])]
     text = "\n".join(lines) + "\n"
-    borrowed = sorted({s for e in table for s in e.get("source") or [] if s})
+    borrowed = sorted({s for e in table for s in e["source"] if s})
     if borrowed:
         text += "\n\\* taken from " + ", ".join(f"`{s}`" for s in borrowed) + " (`--same_as`).\n"
     if accuracies:
