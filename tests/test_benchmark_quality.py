@@ -133,3 +133,29 @@ def test_docstring_task_is_labelled_deterministic_and_split_without_overlap():
     assert len({e["text"] for e in examples}) == len(examples), "a docstring in two classes is unlearnable"
     validation = [e for e in examples if docstring_task._in_validation(e["text"], 0.2)]
     assert 0.1 < len(validation) / len(examples) < 0.3
+
+
+def test_gpt2_model_follows_the_size_flags_and_trains_on_the_clm_task():
+    """--model_type gpt2 (held-out task h): the Llama-style size flags reach GPT-2's config; a step lowers the loss."""
+    import torch
+
+    from hdet_hf.examples.data import load_default_task
+
+    tokenizer, lm = load_default_task(block_size=32, vocab_size=1024)
+    model = benchmark_quality.build_gpt2_model(
+        tokenizer, 32, hidden_size=48, num_hidden_layers=3, num_attention_heads=4, intermediate_size=96
+    )
+    config = model.config
+    assert (config.n_embd, config.n_layer, config.n_head, config.n_inner) == (48, 3, 4, 96)
+    assert (config.vocab_size, config.n_positions) == (len(tokenizer), 32)
+    assert config.pad_token_id == tokenizer.pad_token_id
+    batch = {k: torch.tensor(lm["train"][:4][k]) for k in ("input_ids", "labels")}
+    torch.manual_seed(0)
+    model.eval()  # no dropout: the two losses differ only by the step
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    before = model(**batch).loss
+    before.backward()
+    optimizer.step()
+    with torch.no_grad():
+        after = model(**batch).loss
+    assert after < before
