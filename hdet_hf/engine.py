@@ -127,7 +127,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         self.paired_votes = PairedVotes()  # before that step, with early_comparison="lower_of_both"
         self.peak_floor = PeakFloor()  # --hdet_controller_floor_after_peak: no net cut once the schedule decays
         # --hdet_controller_line_search_threshold: far below the right LR, the probe's line search sizes a raise.
-        self.line_search = LineSearchRaise.for_run(config)
+        self.line_search = LineSearchRaise.for_run(config, self.world_size)
         # --hdet_lr_fan_out_scale: step-size intervals (only ever alternating with a horizon) fan out narrower.
         self.lrs = LearningRates(
             optimizer, self.registry, self.recorder.record.lr_per_step,

@@ -124,3 +124,23 @@ def test_short_intervals_warn_that_the_line_search_is_uncalibrated():
     assert "4-step intervals" in message and "--hdet_sync_interval 10 or more" in message
     assert build(sync_interval=10) == []
     assert build(sync_interval=4, controller_line_search_threshold=0.0) == []
+
+
+def test_two_replicas_warn_that_the_line_search_cannot_act():
+    """Reading 30: with 2 replicas there is no line to fit, and a classifier 10x below climbed far slower; the run
+    says so where the line search is on and reads the probe, and only there."""
+    import warnings
+
+    def warned(replicas: int, **config) -> list[str]:
+        settings = {"auto_lr": True, "auto_lr_warmup_steps": 0, "controller_signal": "probe", **config}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            raises = LineSearchRaise.for_run(HDETConfig(**settings).for_run(100), replicas)
+        assert raises.enabled == (settings.get("controller_line_search_threshold", 4.0) > 0)
+        return [str(w.message) for w in caught if "replicas to fit a line" in str(w.message)]
+
+    (message,) = warned(2)
+    assert "does nothing with 2" in message and "reading 30" in message
+    assert warned(3) == [] and warned(8) == [] and warned(1) == []
+    assert warned(2, controller_line_search_threshold=0.0) == []
+    assert warned(2, controller_signal="train_loss") == []
