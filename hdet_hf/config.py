@@ -249,7 +249,8 @@ class HDETConfig:
             "probe would step. When a raise passes the controller's checks and m* was >= this threshold at "
             "this converge and the previous one, the raise is at least min(m*/threshold, "
             "--hdet_controller_line_search_max_raise). 0 = off. Needs a probe signal (train_and_*, probe, "
-            "averaged_probe) and >= 3 replicas; otherwise it does nothing. Default since session 17: at the "
+            "averaged_probe) and >= 3 replicas (2 with --hdet_controller_line_search_centre); otherwise it does "
+            "nothing. Default since session 17: at the "
             "best LR m* stayed below 4 on five tasks, 10x below it was 4 to infinite early in the run. From "
             "10x below it ended 1.671x the sweep's best on the pretrained classifier (was 2.295x, 3 seeds) and "
             "1.036x on a held-out task (1.048x), 1.007x on the 300-step task (1.001x, 5 seeds); at the best LR "
@@ -282,6 +283,19 @@ class HDETConfig:
             "sweep's best on 3 seeds (was 1.773x), where its train loss and probe disagreed for four converges "
             "while the line stayed straight; every other run measured was bit-identical (BENCHMARKS.md, "
             "reading 24). --no_hdet_controller_line_search_breaks_ties turns it off."
+        },
+    )
+    controller_line_search_centre: bool = field(
+        default=True,
+        metadata={
+            "help": "With two replicas (processes; HSDP replica groups have no comparison horizon), give the line search "
+            "(--hdet_controller_line_search_threshold) its third point: each replica rebuilds the centre of the "
+            "line the two lie on (multiplier 1) from its own weights and scores it on the probe batch too (one "
+            "more forward per converge, no extra communication). Needs shared gradients, the comparison horizon "
+            "(its anchor is where a step-size interval started) and a probe scored without a cool-down; does "
+            "nothing with three or more replicas, which fit a line of their own. Default since session 26 "
+            "(BENCHMARKS.md, reading 31). --no_hdet_controller_line_search_centre turns it off (2 replicas then "
+            "climb by the controller's votes alone)."
         },
     )
     controller_max_factor: float = field(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from .centre_point import with_centre
 from .converge_stats import GatheredStats
 from .learning_rates import narrowed
 from .line_search import line_search_optimum
@@ -85,4 +86,6 @@ class ControllerStep:
         multipliers = torch.tensor(gathered.multipliers[LR], dtype=torch.float64)
         if not self.compares_over_horizon():
             multipliers = narrowed(multipliers, self.lrs.fan_out_scale)
+        if self.uses_centre:  # two replicas: the centre each rebuilt is the third point (`centre_point`)
+            return line_search_optimum(*with_centre(multipliers, gathered.signals, gathered.scored, gathered.centres))
         return line_search_optimum(multipliers, gathered.signals, gathered.scored)

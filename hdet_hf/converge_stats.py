@@ -1,7 +1,8 @@
 """The per-rank statistics a converge gathers, by name: one row per rank, one named column per number.
 
 Each rank fills its own row (its window loss, the signal the controller scores it on, whether it is healthy
-and whether it is scored, and its multiplier of every explored hyperparameter); the converge's one
+and whether it is scored, its probe loss at the line's rebuilt centre (`centre_point`; NaN where unused), and
+its multiplier of every explored hyperparameter); the converge's one
 all-reduce turns the rows into a ``[world_size, columns]`` table on every rank (`collectives.fused_average_`).
 This module only knows the layout: no torch.distributed here.
 
@@ -16,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,16 +35,17 @@ class GatheredStats:
     healthy: torch.Tensor  # bool: entered the average
     scored: torch.Tensor  # bool: counts for the controller and the divergence reference
     multipliers: dict[str, list[float]]  # per hyperparameter, every rank's multiplier in the interval
+    centres: torch.Tensor  # float64: the probe loss at the line's centre as each rank rebuilt it (NaN: none)
 
     def excluded_ranks(self) -> list[int]:
         return [rank for rank, ok in enumerate(self.healthy.tolist()) if not ok]
 
 
 class StatsLayout:
-    """Columns of the gathered table: four fixed ones, then one multiplier column per hyperparameter."""
+    """Columns of the gathered table: five fixed ones, then one multiplier column per hyperparameter."""
 
-    LOSS, SIGNAL, HEALTHY, SCORED = range(4)
-    FIXED = 4
+    LOSS, SIGNAL, HEALTHY, SCORED, CENTRE = range(5)
+    FIXED = 5
 
     def __init__(self, names: Sequence[str]) -> None:
         self.names = list(names)
@@ -52,7 +55,14 @@ class StatsLayout:
         return self.FIXED + len(self.names)
 
     def row(
-        self, *, loss: float, signal: float, healthy: bool, scored: bool, multipliers: Mapping[str, float]
+        self,
+        *,
+        loss: float,
+        signal: float,
+        healthy: bool,
+        scored: bool,
+        multipliers: Mapping[str, float],
+        centre: float = math.nan,
     ) -> torch.Tensor:
         """This rank's row (float64)."""
         values = [0.0] * self.width
@@ -60,6 +70,7 @@ class StatsLayout:
         values[self.SIGNAL] = signal
         values[self.HEALTHY] = float(healthy)
         values[self.SCORED] = float(scored)
+        values[self.CENTRE] = centre
         for i, name in enumerate(self.names):
             values[self.FIXED + i] = multipliers[name]
         return torch.tensor(values, dtype=torch.float64)
@@ -73,4 +84,5 @@ class StatsLayout:
             healthy=table[:, self.HEALTHY] > 0.5,
             scored=table[:, self.SCORED] > 0.5,
             multipliers={name: table[:, self.FIXED + i].tolist() for i, name in enumerate(self.names)},
+            centres=table[:, self.CENTRE],
         )

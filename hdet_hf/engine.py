@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from .centre_point import centre_after_offsets, centre_after_step_size, uses_centre_point
 from .collectives import NoContributorError, fused_average_
 from .config import HDETConfig
 from .controller import ControllerSettings
@@ -47,7 +48,7 @@ from .process import rank_and_world_size
 from .registry import LR, ExploredValues, HyperparameterRegistry
 from .replica import ReplicaTensors
 from .run_record import ConvergeReport, RunRecorder, RunRecordViews, SyncReport
-from .score_window import AVERAGED_SIGNALS, COOLDOWN_SIGNALS, PROBE_ONLY_SIGNALS, ScoreWindow
+from .score_window import AVERAGED_SIGNALS, COOLDOWN_SIGNALS, PROBE_ONLY_SIGNALS, ScoreWindow, probe_at
 
 __all__ = ["HDETEngine", "ConvergeReport", "SyncReport", "HDETDivergenceError", "STATE_VERSION"]
 
@@ -128,6 +129,10 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         self.peak_floor = PeakFloor()  # --hdet_controller_floor_after_peak: no net cut once the schedule decays
         # --hdet_controller_line_search_threshold: far below the right LR, the probe's line search sizes a raise.
         self.line_search = LineSearchRaise.for_run(config, self.world_size)
+        # With two replicas each rebuilds the line's centre as its third point (`centre_point`); intact while the
+        # interval's start is known (set at a regular converge, cleared by a forced one).
+        self.uses_centre = uses_centre_point(config, self.world_size)
+        self.centre_intact = False
         # --hdet_lr_fan_out_scale: step-size intervals (only ever alternating with a horizon) fan out narrower.
         self.lrs = LearningRates(
             optimizer, self.registry, self.recorder.record.lr_per_step,
@@ -233,6 +238,8 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         mine, probed = self._score(layout, regular)
         gathered = self._exchange(layout, mine, self._average_weight(layout, mine, regular))
         self.horizon.offsets_in_place = False  # every replica holds the average now
+        if not regular:
+            self.centre_intact = False  # the interval no longer runs from one start (`centre_point`)
         report = self._decide(gathered, healthy=bool(mine[layout.HEALTHY] > 0.5), regular=regular, probed=probed)
         self._record(report)
         return report
@@ -250,9 +257,11 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
             )
         # Scored before averaging: the probe compares the replicas that the interval produced, at their
         # current weights or (averaged signals) at their mean weights over the interval.
-        probe_loss = None
+        probe_loss = centre_loss = None
         if probed:
             probe_loss = self._probe_loss(at_average=signal in AVERAGED_SIGNALS)
+            if self.uses_centre:
+                centre_loss = self._centre_probe_loss(at_average=signal in AVERAGED_SIGNALS)
         self.window.average_count = 0
         self.steps_since_converge = 0
         healthy = self._is_healthy(mean_loss, probe_loss)
@@ -266,7 +275,11 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
             and (mean_loss is not None or signal in PROBE_ONLY_SIGNALS)
         )
         multipliers = {name: self.multiplier(name, step=self.step) for name in layout.names}
-        return layout.row(loss=loss, signal=value, healthy=healthy, scored=scored, multipliers=multipliers), probed
+        row = layout.row(
+            loss=loss, signal=value, healthy=healthy, scored=scored, multipliers=multipliers,
+            centre=math.nan if centre_loss is None else centre_loss,
+        )  # fmt: skip
+        return row, probed
 
     def _window_loss(self) -> float | None:
         """This replica's item-weighted window loss (None: nothing to score); one host sync."""
@@ -286,6 +299,28 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
                 self.config.cooldown_steps, self.cooldown_max_grad_norm, lr_scale=start,
             )
         return self.window.score(self.replica.params, self.probe_fn, at_average=at_average)
+
+    def _centre_probe_loss(self, at_average: bool) -> float | None:
+        """The probe's loss at the line's centre as this replica rebuilds it from its current or (``at_average``)
+        interval-mean weights (`centre_point`); None when this interval has no known start."""
+        if not self.centre_intact:
+            return None
+        window = self.window
+        averaged = at_average and window.average_count and window.average is not None
+        own = window.average if averaged else self.replica.param_data()
+        if self.compares_over_horizon():
+            assert self.horizon.directions is not None  # offsets were applied along it
+            amount = self.horizon.offset_scale * (self.multiplier(step=self.step) - 1.0)
+            weights = centre_after_offsets(own, self.horizon.directions, amount)
+        else:
+            assert self.horizon.anchors is not None  # the start of this step-size interval
+            weights = centre_after_step_size(own, self.horizon.anchors, self.lrs.step_multiplier(LR, self.step, self.rank))
+        return self._probe_at(weights)
+
+    def _probe_at(self, weights: list[torch.Tensor]) -> float:
+        """The probe's loss with the trainable parameters swapped to ``weights``."""
+        assert self.probe_fn is not None
+        return probe_at(self.replica.params, weights, self.probe_fn)
 
     def _is_healthy(self, window_loss: float | None, probe_loss: float | None) -> bool:
         """Whether this replica enters the average (`ReplicaHealth.healthy`; HSDP judges a group as one)."""
@@ -360,6 +395,12 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
                     self.horizon.offset_(self.replica.param_data(), amount)
             else:
                 self.horizon.release()  # exploration is over: the two parameter copies are not needed again
+        # The next interval's centre is known if it starts at the anchor (step size) or at offsets along Z.
+        self.centre_intact = self.uses_centre and (
+            self.horizon.offsets_in_place
+            if self._compares_over_horizon_from(self.step)
+            else self.horizon.anchors is not None
+        )
         self.window.reset_loss()
         self.window.diverged = False
         self.steps_in_interval = 0

@@ -124,6 +124,7 @@ def state_dict(engine: HDETEngine) -> dict[str, Any]:
         **engine.paired_votes.state_dict(),
         **engine.peak_floor.state_dict(),
         **engine.line_search.state_dict(),
+        "centre_intact": engine.centre_intact,
         # Checked on load: a resume must continue the same configuration (`check_resumed_settings`).
         "config": engine.config.to_dict(),
         "total_steps": engine.total_steps,
@@ -166,6 +167,8 @@ def load_state_dict(engine: HDETEngine, state: Any, *, elastic: bool, source: st
     engine.paired_votes.load_state_dict(state)
     engine.peak_floor.load_state_dict(state)
     engine.line_search.load_state_dict(state)
+    # Saved before the centre point existed, or a resize (replicas no longer map one to one): no centre this time.
+    engine.centre_intact = bool(state.get("centre_intact", False)) and not resized
     engine.apply_values()
     if not resized:
         return []
@@ -224,6 +227,7 @@ def check_resumed_settings(
             if values.get("controller_line_search_threshold") == 0:
                 values.pop("controller_line_search_breaks_ties", None)  # ignored without the line search
                 values.pop("controller_line_search_max_raise", None)
+                values.pop("controller_line_search_centre", None)
         changed = [
             key
             for key in current
@@ -403,6 +407,8 @@ def validate_state(state: dict[str, Any], source: str) -> None:
         )
     ):
         fail("line_search", "None or a dict with last_optimum None or a number >= 0 (inf allowed)", line_search)
+    if not isinstance(state.get("centre_intact", False), bool):
+        fail("centre_intact", "a bool", state["centre_intact"])
     updates = state.get("horizon_updates")
     if updates is not None and not (isinstance(updates, int) and not isinstance(updates, bool) and updates >= 0):
         fail("horizon_updates", "None or an integer >= 0", updates)

@@ -266,21 +266,28 @@ class HSDPEngine(HDETEngine):
         return verdict > 0.5
 
     def _probe_loss(self, at_average: bool) -> float:
-        assert self.probe_fn is not None
         window = self.window
         if at_average and window.average_count and window.average is not None:
-            # FSDP2 reads its own sharded storage, so the interval mean is copied in (and back), not swapped.
-            local = self.replica.param_data()
-            own = [t.clone() for t in local]
-            try:
-                torch._foreach_copy_(local, window.average)
-                loss = float(self.probe_fn())
-            finally:
-                reshard(self._model)  # drop the gathered interval-mean weights
-                torch._foreach_copy_(local, own)
-        else:
+            return self._probe_at(window.average)
+        assert self.probe_fn is not None
+        loss = float(self.probe_fn())
+        reshard(self._model)
+        return self._group_mean(loss)
+
+    def _probe_at(self, weights: list[torch.Tensor]) -> float:
+        assert self.probe_fn is not None
+        # FSDP2 reads its own sharded storage, so the weights are copied in (and back), not swapped.
+        local = self.replica.param_data()
+        own = [t.clone() for t in local]
+        try:
+            torch._foreach_copy_(local, weights)
             loss = float(self.probe_fn())
-            reshard(self._model)
+        finally:
+            reshard(self._model)  # drop the gathered weights
+            torch._foreach_copy_(local, own)
+        return self._group_mean(loss)
+
+    def _group_mean(self, loss: float) -> float:
         # Every rank of a group scores the same gathered weights on the same batch; the mean makes it exact.
         (total,) = self._group_reduce([loss])
         return total / self.layout.shard_size

@@ -20,6 +20,9 @@ With ``--hdet_controller_line_search_breaks_ties`` (the default since session 19
 when the controller would hold because its scores disagree (gated hypergradient exactly 0): on a pretrained
 classifier from 10x below the train loss kept disagreeing with a probe whose line stayed straight (reading 24).
 
+Two replicas give two points, too few for a parabola: each then rebuilds the line's centre (multiplier 1) as the
+third (`centre_point`, ``--hdet_controller_line_search_centre``).
+
 Pure math (no collectives): the controller step (`controller_step`) hands in each converge's multipliers and probe
 losses.
 
@@ -133,13 +136,16 @@ class LineSearchRaise:
                 f"{MIN_FRACTION_SYNC_INTERVAL} or more, or --hdet_controller_line_search_threshold 0.",
                 stacklevel=3,
             )
-        if raises.enabled and reads_probe and 1 < replicas < MIN_POINTS:
+        from .centre_point import uses_centre_point
+
+        if raises.enabled and reads_probe and 1 < replicas < MIN_POINTS and not uses_centre_point(config, replicas):
             # Warned, not refused: the rest of the controller works; only the climb from far below is slower.
             warnings.warn(
-                f"--hdet_controller_line_search_threshold needs {MIN_POINTS} or more replicas to fit a line and does "
-                f"nothing with {replicas}: from far below the right LR the controller climbs by its votes alone, "
-                "which on a 120-step classifier from 10x below ended 2.48x the sweep's best at 2 processes against "
-                f"1.38x at 4 (BENCHMARKS.md, reading 30). Run {MIN_POINTS}+ processes (replica groups) to use it.",
+                f"--hdet_controller_line_search_threshold needs {MIN_POINTS} or more replicas to fit a line, or "
+                f"{replicas} with shared gradients, the comparison horizon and a probe scored without a cool-down "
+                f"(each replica then rebuilds the line's centre), and does nothing here: from far below the right "
+                "LR the controller climbs by its votes alone, which on a 120-step classifier from 10x below ended "
+                f"2.48x the sweep's best at 2 processes against 1.38x at 4 (BENCHMARKS.md, reading 30).",
                 stacklevel=3,
             )
         return raises

@@ -146,8 +146,9 @@ class OneCycleAutoLR(OneCycleLR):
     moves that raise the LR are this many times ``lr_of_lr``; the paper's additive update ignores it.
     ``floor_after_peak`` (``--hdet_controller_floor_after_peak``, default True): once OneCycle's LR falls and
     ``comparison_horizon_start`` is passed, the controller no longer lowers the LR below the factor it had then.
-    ``line_search_threshold`` (``--hdet_controller_line_search_threshold``): with ``probe_fn`` and >= 3 processes,
-    far below the right LR the probe's line search sizes a raise (`hdet_hf.line_search`); 0 turns it off.
+    ``line_search_threshold`` (``--hdet_controller_line_search_threshold``): with ``probe_fn`` and >= 3 processes
+    (2 with a ``comparison_horizon``: each rebuilds the line's centre, `hdet_hf.centre_point`), far below the right
+    LR the probe's line search sizes a raise (`hdet_hf.line_search`); 0 turns it off.
     ``line_search_max_raise`` (``--hdet_controller_line_search_max_raise``, default 4): the largest factor one
     such raise may take.
     ``line_search_breaks_ties`` (``--hdet_controller_line_search_breaks_ties``): the line search may also raise

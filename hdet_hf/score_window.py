@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["ScoreWindow", "AVERAGED_SIGNALS", "PROBE_ONLY_SIGNALS", "COOLDOWN_SIGNALS"]
+__all__ = ["ScoreWindow", "probe_at", "AVERAGED_SIGNALS", "PROBE_ONLY_SIGNALS", "COOLDOWN_SIGNALS"]
 
 # Controller signals scored at each replica's mean weights over the interval, and those that need no train loss.
 AVERAGED_SIGNALS = ("averaged_probe", "train_and_averaged_probe")
@@ -106,12 +106,17 @@ class ScoreWindow:
         mean (at the current weights if there is none yet)."""
         if not at_average or not self.average_count or self.average is None:
             return float(probe())
-        current = [p.data for p in params]
-        try:
-            # Swap storage, not values: no extra copy of the parameters while the probe runs.
-            for p, average in zip(params, self.average):
-                p.data = average
-            return float(probe())
-        finally:
-            for p, own in zip(params, current):
-                p.data = own
+        return probe_at(params, self.average, probe)
+
+
+def probe_at(params: Sequence[torch.nn.Parameter], weights: Sequence[torch.Tensor], probe: Callable[[], float]) -> float:
+    """``probe()`` with ``params`` swapped to ``weights`` (same shapes), then swapped back."""
+    current = [p.data for p in params]
+    try:
+        # Swap storage, not values: no extra copy of the parameters while the probe runs.
+        for p, weight in zip(params, weights):
+            p.data = weight
+        return float(probe())
+    finally:
+        for p, own in zip(params, current):
+            p.data = own

@@ -146,6 +146,53 @@ def test_line_search_sizes_a_raise_far_below_the_right_lr(tmp_path):
     assert runs["ties_near_on"]["converges"] == runs["ties_near_off"]["converges"]
 
 
+def test_two_replicas_rebuild_the_lines_centre_for_the_line_search(tmp_path):
+    """`centre_point` on 2 processes: at every converge that probes it, the centre each replica rebuilds from its
+    own weights (after step-size and after offset intervals) is the mean of the two replicas' weights (their
+    interval means, with the averaged probe), and the line search fits (m_r, probe) plus (1, centre): the optimum
+    of the parabola through the three points. From far below it climbs faster than with the line search off; a
+    forced converge inside an interval leaves that interval without a centre; a resume continues bit for bit."""
+    skip_unless_backend_fits(2)
+    torchrun("engine_worker.py", 2, ["centre_point", str(tmp_path)])
+    ranks = load_ranks(tmp_path, 2)
+    for name in ("on", "off", "forced", "resumed", "averaged"):
+        assert ranks[1][name]["converges"] == ranks[0][name]["converges"], name
+    for name, own in (("on", "own"), ("averaged", "own_mean")):
+        by_rank = [{c["step"]: c for c in ranks[r][name]["centres"]} for r in range(2)]
+        assert by_rank[0].keys() == by_rank[1].keys()
+        assert {c["kind"] for c in by_rank[0].values()} == {"step_size", "horizon"}
+        for step, mine in by_rank[0].items():
+            other = by_rank[1][step]
+            mean = (mine[own] + other[own]) / 2
+            assert mine["centre"] == pytest.approx(mean, rel=1e-5) and other["centre"] == pytest.approx(mean, rel=1e-5)
+    on, off = ranks[0]["on"]["converges"], ranks[0]["off"]["converges"]
+    fitted = 0
+    for converge in on:
+        if converge["optimum"] is None:
+            continue
+        step = converge["step"]
+        (kind,) = {c["kind"] for r in range(2) for c in ranks[r]["on"]["centres"] if c["step"] == step}
+        m = np.array(converge["multipliers"])
+        m = 1 + converge["fan_out"] * (m - 1) if kind == "step_size" else m
+        # The centre's probe, recomputed from the rebuilt centres: (w - 2)**2, sent in float32 as the gathered
+        # table is (the parameters' dtype), averaged over the two replicas.
+        centres = [c["centre"] for r in range(2) for c in ranks[r]["on"]["centres"] if c["step"] == step]
+        centre = np.mean([float(np.float32((w - 2.0) ** 2)) for w in centres])
+        expected = _parabola_optimum([*m, 1.0], [*converge["probe_losses"], centre])
+        assert converge["optimum"] == pytest.approx(expected, rel=1e-4)
+        fitted += 1
+    assert fitted >= len(on) - 3  # all but the first (no anchor) and the ones before Z holds an update
+    assert all(c["optimum"] is None for c in off)
+    first_at_bound = [next(c["step"] for c in run if c["scale"] == pytest.approx(10.0)) for run in (on, off)]
+    assert first_at_bound[0] < first_at_bound[1]
+    # A forced converge at step 5, inside the interval of steps 5-6: no centre there, a fit again from the next on.
+    forced = {c["step"]: c for c in ranks[0]["forced"]["converges"]}
+    assert forced[6]["optimum"] is None and on[2]["step"] == 6 and on[2]["optimum"] is not None
+    assert forced[8]["optimum"] is not None
+    assert 6 not in {c["step"] for c in ranks[0]["forced"]["centres"]}
+    assert ranks[0]["resumed"]["converges"] == on
+
+
 def test_onecycleautolr_spreads_and_averages_across_processes(tmp_path):
     gloo_only()
     torchrun("engine_worker.py", 2, ["onecycle", str(tmp_path)])

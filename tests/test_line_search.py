@@ -127,8 +127,9 @@ def test_short_intervals_warn_that_the_line_search_is_uncalibrated():
 
 
 def test_two_replicas_warn_that_the_line_search_cannot_act():
-    """Reading 30: with 2 replicas there is no line to fit, and a classifier 10x below climbed far slower; the run
-    says so where the line search is on and reads the probe, and only there."""
+    """Reading 30: with 2 replicas and no centre point (`centre_point`) there is no line to fit, and a classifier
+    10x below climbed far slower; the run says so where the line search is on and reads the probe, and only
+    there."""
     import warnings
 
     def warned(replicas: int, **config) -> list[str]:
@@ -139,8 +140,12 @@ def test_two_replicas_warn_that_the_line_search_cannot_act():
         assert raises.enabled == (settings.get("controller_line_search_threshold", 4.0) > 0)
         return [str(w.message) for w in caught if "replicas to fit a line" in str(w.message)]
 
-    (message,) = warned(2)
-    assert "does nothing with 2" in message and "reading 30" in message
-    assert warned(3) == [] and warned(8) == [] and warned(1) == []
-    assert warned(2, controller_line_search_threshold=0.0) == []
-    assert warned(2, controller_signal="train_loss") == []
+    # Without the comparison horizon (its anchor is the start a replica rebuilds the line's centre from).
+    (message,) = warned(2, comparison_horizon=0.0)
+    assert "does nothing here" in message and "reading 30" in message
+    (cooldown,) = warned(2, controller_signal="cooldown_probe")
+    assert cooldown == message
+    assert warned(3, comparison_horizon=0.0) == [] and warned(8) == [] and warned(1) == []
+    assert warned(2) == []  # the default rebuilds the centre (`centre_point`)
+    assert warned(2, comparison_horizon=0.0, controller_line_search_threshold=0.0) == []
+    assert warned(2, comparison_horizon=0.0, controller_signal="train_loss") == []

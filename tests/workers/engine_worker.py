@@ -179,6 +179,8 @@ def scenario_exploration(rank: int, world: int, signal: str, explore_until: str 
     config = HDETConfig(
         sync_interval=3, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=1, **until,
         controller_signal=signal, controller_momentum=0.0,
+        # Only the replicas' own probes are recorded here; the line's centre is `scenario_centre_point`'s.
+        controller_line_search_centre=False,
     )  # fmt: skip
     engine = HDETEngine(config, model, opt, total_steps=12)
     probe_x = torch.linspace(-1, 1, 8).reshape(2, 4)
@@ -468,6 +470,78 @@ def scenario_fan_out(rank: int, world: int) -> dict:
             })  # fmt: skip
         engine.apply_lr([1e-2])
     return {"lrs": lrs, "converges": converges}
+
+def scenario_centre_point(rank: int, world: int) -> dict:
+    """Two replicas with the line search on (`centre_point`): the weight climbs at a constant gradient and the
+    probe is a parabola in the step taken (`scenario_line_search`); step-size and offset intervals alternate
+    (`scenario_fan_out`). Records per regular converge the report, the line search's optimum and, for each
+    centre this rank probed, the rebuilt centre and what it was rebuilt from (its current weight and its
+    interval mean). Runs: the line search on and off, with a forced converge inside one interval, resumed
+    from a checkpoint between two converges, and scored by the averaged probe."""
+
+    def run(threshold: float = 4.0, force_at: int | None = None, resume_at: int | None = None,
+            signal: str = "probe") -> dict:  # fmt: skip
+        def engine_for() -> tuple[HDETEngine, nn.Linear]:
+            model = nn.Linear(1, 1, bias=False).to(device())
+            with torch.no_grad():
+                model.weight.zero_()
+            config = HDETConfig(
+                sync_interval=2, lr_spread=0.5, lr_fan_out_scale=0.4, auto_lr=True, auto_lr_warmup_steps=0,
+                controller_signal=signal, controller_lr=0.5, explore_until=1.0, controller_floor_after_peak=False,
+                comparison_horizon=2, comparison_horizon_start=16, early_comparison="lower_of_both",
+                controller_line_search_threshold=threshold,
+            )  # fmt: skip
+            engine = HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-3), total_steps=24)
+            engine.probe_fn = lambda: float((model.weight.detach().double() - 2.0).pow(2).sum())
+            probe_at = engine._probe_at
+
+            def recording_probe_at(weights: list[torch.Tensor]) -> float:
+                average = engine.window.average
+                centres.append({
+                    "step": engine.step, "centre": float(weights[0]), "own": float(model.weight),
+                    "own_mean": None if average is None or not engine.window.average_count else float(average[0]),
+                    "kind": "horizon" if engine.compares_over_horizon() else "step_size",
+                })  # fmt: skip
+                return probe_at(weights)
+
+            engine._probe_at = recording_probe_at
+            return engine, model
+
+        centres: list[dict] = []
+        engine, model = engine_for()
+        engine.apply_lr([1e-3])
+        converges = []
+        for step in range(1, 25):
+            model.zero_grad()
+            (-model.weight.sum()).backward()
+            engine.optimizer.step()
+            engine.add_loss(torch.tensor(1.0, device=device()))
+            report = engine.end_step()
+            if step == force_at:
+                engine.force_converge()
+            if step == resume_at:
+                saved, weight = engine.state_dict(), model.weight.detach().clone()
+                engine, model = engine_for()
+                with torch.no_grad():
+                    model.weight.copy_(weight)
+                engine.load_state_dict(saved)
+            engine.apply_lr([1e-3])
+            if report is not None and report.regular:
+                converges.append({
+                    "step": step, "scale": report.scale["lr"], "multipliers": report.multipliers["lr"],
+                    "probe_losses": report.probe_losses, "delta": report.delta.get("lr"),
+                    "optimum": engine.line_search.last_optimum, "fan_out": engine.lrs.fan_out_scale,
+                })  # fmt: skip
+        return {"converges": converges, "centres": centres}
+
+    return {
+        "on": run(),
+        "off": run(threshold=0.0),
+        "forced": run(force_at=5),
+        "resumed": run(resume_at=9),
+        "averaged": run(signal="averaged_probe"),
+    }
+
 
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
