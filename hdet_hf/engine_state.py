@@ -50,6 +50,9 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # the full --hdet_lr_spread in every interval. Session-19 controller_line_search_breaks_ties: earlier checkpoints
 # let the line search act on passed raises only. (controller_line_search_max_raise's default became 4 in session 20;
 # checkpoints from before session 17 had no line search, so their value is ignored: see check_resumed_settings.)
+# Session-26 controller_line_search_centre has no legacy value: it acts only with two replicas, and refusing every
+# older checkpoint of three or more for it would refuse runs it never touches; a two-replica checkpoint from before
+# it takes the centre up from its next regular converge (centre_intact is saved from session 26 on).
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,
