@@ -260,7 +260,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         probe_loss = centre_loss = None
         if probed:
             probe_loss = self._probe_loss(at_average=signal in AVERAGED_SIGNALS)
-            if self.uses_centre:
+            if self.uses_centre and self._only_lr_differs():
                 centre_loss = self._centre_probe_loss(at_average=signal in AVERAGED_SIGNALS)
         self.window.average_count = 0
         self.steps_since_converge = 0
@@ -299,6 +299,11 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
                 self.config.cooldown_steps, self.cooldown_max_grad_norm, lr_scale=start,
             )
         return self.window.score(self.replica.params, self.probe_fn, at_average=at_average)
+
+    def _only_lr_differs(self) -> bool:
+        """Whether the replicas differ only in LR: another spread hyperparameter (e.g. weight decay, whose decoupled
+        step depends on each replica's value) moves them off the line whose centre `centre_point` rebuilds."""
+        return all(h.is_lr or h.spread == 0 for h in self.registry.hparams.values())
 
     def _centre_probe_loss(self, at_average: bool) -> float | None:
         """The probe's loss at the line's centre as this replica rebuilds it from its current or (``at_average``)

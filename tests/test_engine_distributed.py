@@ -155,7 +155,7 @@ def test_two_replicas_rebuild_the_lines_centre_for_the_line_search(tmp_path):
     skip_unless_backend_fits(2)
     torchrun("engine_worker.py", 2, ["centre_point", str(tmp_path)])
     ranks = load_ranks(tmp_path, 2)
-    for name in ("on", "off", "forced", "resumed", "averaged"):
+    for name in ("on", "off", "forced", "resumed", "averaged", "other_spread"):
         assert ranks[1][name]["converges"] == ranks[0][name]["converges"], name
     for name, own in (("on", "own"), ("averaged", "own_mean")):
         by_rank = [{c["step"]: c for c in ranks[r][name]["centres"]} for r in range(2)]
@@ -191,6 +191,9 @@ def test_two_replicas_rebuild_the_lines_centre_for_the_line_search(tmp_path):
     assert forced[8]["optimum"] is not None
     assert 6 not in {c["step"] for c in ranks[0]["forced"]["centres"]}
     assert ranks[0]["resumed"]["converges"] == on
+    # Another spread hyperparameter moves the replicas off the line: no centre, no fit with two replicas.
+    assert ranks[0]["other_spread"]["centres"] == [] and ranks[1]["other_spread"]["centres"] == []
+    assert all(c["optimum"] is None for c in ranks[0]["other_spread"]["converges"])
 
 
 def test_onecycleautolr_spreads_and_averages_across_processes(tmp_path):

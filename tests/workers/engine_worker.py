@@ -13,6 +13,7 @@ from torch import nn
 
 from hdet_hf import HDETConfig, OneCycleAutoLR
 from hdet_hf.engine import HDETEngine
+from hdet_hf.hyperparameters import Hyperparameter
 from hdet_hf.process import finish_distributed
 
 
@@ -480,7 +481,7 @@ def scenario_centre_point(rank: int, world: int) -> dict:
     from a checkpoint between two converges, and scored by the averaged probe."""
 
     def run(threshold: float = 4.0, force_at: int | None = None, resume_at: int | None = None,
-            signal: str = "probe") -> dict:  # fmt: skip
+            signal: str = "probe", other_spread: bool = False) -> dict:  # fmt: skip
         def engine_for() -> tuple[HDETEngine, nn.Linear]:
             model = nn.Linear(1, 1, bias=False).to(device())
             with torch.no_grad():
@@ -493,6 +494,8 @@ def scenario_centre_point(rank: int, world: int) -> dict:
             )  # fmt: skip
             engine = HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-3), total_steps=24)
             engine.probe_fn = lambda: float((model.weight.detach().double() - 2.0).pow(2).sum())
+            if other_spread:  # a second spread value: the replicas no longer differ in LR alone
+                engine.add_hyperparameter(Hyperparameter("weight_decay", 0.5, base=0.0, setter=lambda value: None))
             probe_at = engine._probe_at
 
             def recording_probe_at(weights: list[torch.Tensor]) -> float:
@@ -540,6 +543,7 @@ def scenario_centre_point(rank: int, world: int) -> dict:
         "forced": run(force_at=5),
         "resumed": run(resume_at=9),
         "averaged": run(signal="averaged_probe"),
+        "other_spread": run(other_spread=True),
     }
 
 
