@@ -11,7 +11,8 @@ its own weights, with no communication:
   ``A + D = w_r - c (m_r - 1) Z``.
 
 The same holds for each replica's interval-mean weights (the averaged probe). Each replica probes its rebuilt
-centre (one more forward on the probe batch per converge), the score travels in the converge's all-reduce, and
+centre (one more forward on the probe batch per converge, on a temporary copy of the trainable parameters that
+is freed right after), the score travels in the converge's all-reduce, and
 the fit takes the mean over the replicas that were scored: their centres differ only by rounding and by weight
 decay's small pull towards each replica's own weights. An interval cut by a forced converge (evaluation,
 saving) has no single start, so it has no centre. Runs with three or more replicas never use it.
@@ -47,10 +48,10 @@ CENTRE_MULTIPLIER = 1.0  # the multipliers' mean: the base LR
 
 def uses_centre_point(config: HDETConfig, replicas: int) -> bool:
     """Whether a run adds the rebuilt centre to the line search's points (``--hdet_controller_line_search_centre``,
-    on by default): the line search is on and reads a
-    probe scored at the replicas' weights (not after a cool-down, which leaves the line), gradients are shared
-    (replicas on one line), the comparison horizon keeps the interval start, and there are too few replicas to
-    fit a line without it."""
+    on by default): the line search is on and reads a probe scored at the replicas' weights (not after a
+    cool-down, which leaves the line), gradients are shared (replicas on one line), the comparison horizon keeps
+    the interval start, and there are too few replicas to fit a line without it. (The engine also checks, at each
+    converge, that the LR is the only value spread across replicas.)"""
     return (
         config.auto_lr
         and config.controller_line_search_centre
