@@ -44,6 +44,8 @@ DEFAULT_COMPARISON_HORIZON = 0.1
 # Before the comparison horizon takes over: the step-size fan-out alone, or alternating with the horizon.
 EARLY_COMPARISONS = ("lower_of_both", "one_interval")
 SIGNAL_COMBINATIONS = ("mean", "agree", "agree_mean")
+# When the train-loss vote's adaptive temperature is floored at its noise (`noise_floor`).
+NOISE_FLOORS = ("two_replicas", "always", "off")
 
 
 @dataclass
@@ -174,6 +176,19 @@ class HDETConfig:
             "help": "'adaptive': sigma is multiplied by the standard deviation of the replica losses at each "
             "converge, so the weights do not depend on the loss's scale. 'fixed': sigma as given (paper).",
             "choices": list(TEMPERATURE_MODES),
+        },
+    )
+    controller_noise_floor: str = field(
+        default="two_replicas",
+        metadata={
+            "help": "Floor the adaptive temperature of the train-loss vote at that loss's noise (the standard "
+            "deviation of a replica's window mean, from its micro-batch losses): a gap between replicas "
+            "within twice the noise gives a proportionally smaller vote instead of a full-size one. "
+            "'two_replicas' (default): with exactly two replicas (processes or HSDP replica groups), where two "
+            "standardised losses are always -1 and +1 and every vote would be full-size; 'always': with any "
+            "number; 'off': never. The probe's vote is not floored (every replica is scored on one batch). "
+            "Only with --hdet_controller_temperature_mode adaptive.",
+            "choices": list(NOISE_FLOORS),
         },
     )
     controller_lr: float = field(
@@ -515,6 +530,7 @@ class HDETConfig:
         _check_choice("controller_update", self.controller_update, CONTROLLER_UPDATES)
         _check_choice("controller_signal_combination", self.controller_signal_combination, SIGNAL_COMBINATIONS)
         _check_choice("controller_temperature_mode", self.controller_temperature_mode, TEMPERATURE_MODES)
+        _check_choice("controller_noise_floor", self.controller_noise_floor, NOISE_FLOORS)
         _check_choice("base_schedule", self.base_schedule, BASE_SCHEDULES)
         _check_choice("controller_signal", self.controller_signal, CONTROLLER_SIGNALS)
         _check_choice("converge_weights", self.converge_weights, CONVERGE_WEIGHTS)

@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,11 +83,17 @@ class ControllerState:
 
 
 def loss_weights(
-    losses: torch.Tensor, temperature: float, mode: str, healthy: torch.Tensor | None = None
+    losses: torch.Tensor,
+    temperature: float,
+    mode: str,
+    healthy: torch.Tensor | None = None,
+    noise: float | None = None,
 ) -> torch.Tensor:
     """Softmax weights ``softmax((mean - loss) / sigma)`` over healthy ranks; unhealthy ranks get 0.
 
     In ``adaptive`` mode ``sigma = temperature * std(healthy losses)``; identical losses give uniform weights.
+    ``noise`` (adaptive mode; `noise_floor`): the std is floored at it, so differences within the losses' noise
+    give weights near uniform instead of being standardised to full size.
     """
     losses = losses.double()
     if healthy is None:
@@ -98,6 +105,8 @@ def loss_weights(
     sigma = temperature
     if mode == "adaptive":
         spread = float(good.std(unbiased=False)) if good.numel() > 1 else 0.0
+        if noise is not None and good.numel() > 1:
+            spread = max(spread, noise)
         if spread == 0.0:
             sigma = math.inf
         else:
@@ -115,6 +124,7 @@ def controller_step(
     base_value: float,
     healthy: torch.Tensor | None = None,
     delta_cap: float | None = None,
+    noise: Sequence[float | None] | None = None,
 ) -> tuple[ControllerState, dict[str, float | list[float]]]:
     """One controller update. ``base_value`` is the current base (schedule x scale) at this converge.
 
@@ -123,11 +133,18 @@ def controller_step(
 
     ``losses`` holds one score per rank, or several rows of scores (e.g. train loss and averaged probe):
     each row gets its own softmax weights and the update uses the rows' hypergradients combined as
-    ``settings.combination`` says (`combine_votes`). Returns the new state and what happened (weights, delta,
+    ``settings.combination`` says (`combine_votes`). ``noise``: per row, the floor under its adaptive temperature
+    (`noise_floor`; None: none). Returns the new state and what happened (weights, delta,
     each row's delta) for logs and the schedule metadata.
     """
     rows = losses.reshape(-1, losses.shape[-1])
-    row_weights = [loss_weights(row, settings.temperature, settings.temperature_mode, healthy) for row in rows]
+    floors = list(noise) if noise is not None else [None] * len(rows)
+    if len(floors) != len(rows):
+        raise ValueError(f"Expected one noise floor per score row ({len(rows)}), but got {len(floors)}")
+    row_weights = [
+        loss_weights(row, settings.temperature, settings.temperature_mode, healthy, floor)
+        for row, floor in zip(rows, floors)
+    ]
     weights = torch.stack(row_weights).mean(0)
     m = multipliers.double()
     if settings.update not in ("multiplicative", "additive"):

@@ -5,6 +5,8 @@ defaults add on top of them for the LR.
   kind's vote is capped by the other kind's latest one (`horizon.PairedVotes`).
 - Line search (``--hdet_controller_line_search_threshold``): far below the right LR, a passed raise is at least
   what the probe's line search allows (`line_search`).
+- Noise floor (``--hdet_controller_noise_floor``): with two replicas the train-loss vote is sized by its gap against
+  the loss's noise, not standardised to full size (`noise_floor`).
 - Floor after the peak (``--hdet_controller_floor_after_peak``): once the schedule decays, no net cut
   (`peak_floor`).
 
@@ -21,6 +23,7 @@ from .centre_point import with_centre
 from .converge_stats import GatheredStats
 from .learning_rates import narrowed
 from .line_search import line_search_optimum
+from .noise_floor import score_noise
 from .registry import LR
 from .run_record import ConvergeReport
 
@@ -48,8 +51,10 @@ class ControllerStep:
         active = [name for name in self.registry.names if self.controller_active(name)]
         kind = self._paired_kind()
         caps = {LR: self.paired_votes.cap(kind)} if kind is not None else None
+        noise = self._row_noise(gathered, both)
+        report.loss_noise = noise[0] if noise else None  # the train-loss row comes first
         infos = self.registry.update_controllers(
-            active, gathered.multipliers, signal, gathered.scored, bases, self.settings, caps
+            active, gathered.multipliers, signal, gathered.scored, bases, self.settings, caps, noise=noise
         )
         if kind is not None and LR in infos:
             self.paired_votes.record(kind, infos[LR]["raw_delta"])
@@ -67,6 +72,16 @@ class ControllerStep:
             report.scale[name] = self.controllers[name].scale
         if self.config.converge_weights == "fitness":
             self.fitness.observe(signal, gathered.scored)
+
+    def _row_noise(self: HDETEngine, gathered: GatheredStats, both: bool) -> list[float | None] | None:
+        """Each score row's temperature floor (`noise_floor`): the train loss's noise on its row, none on a
+        probe's; None when the run has no floor."""
+        if not self.uses_noise_floor:
+            return None
+        noise = score_noise(gathered.loss_variances, gathered.scored)
+        if both:
+            return [noise, None]
+        return [noise if self.config.controller_signal == "train_loss" else None]
 
     def _paired_kind(self: HDETEngine) -> str | None:
         """At a regular converge: the kind of the interval that just ended while the two kinds alternate."""

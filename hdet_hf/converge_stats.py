@@ -1,8 +1,8 @@
 """The per-rank statistics a converge gathers, by name: one row per rank, one named column per number.
 
 Each rank fills its own row (its window loss, the signal the controller scores it on, whether it is healthy
-and whether it is scored, its probe loss at the line's rebuilt centre (`centre_point`; NaN where unused), and
-its multiplier of every explored hyperparameter); the converge's one
+and whether it is scored, its probe loss at the line's rebuilt centre (`centre_point`; NaN where unused), the variance of its window loss
+(`noise_floor`; NaN without an estimate), and its multiplier of every explored hyperparameter); the converge's one
 all-reduce turns the rows into a ``[world_size, columns]`` table on every rank (`collectives.fused_average_`).
 This module only knows the layout: no torch.distributed here.
 
@@ -36,16 +36,17 @@ class GatheredStats:
     scored: torch.Tensor  # bool: counts for the controller and the divergence reference
     multipliers: dict[str, list[float]]  # per hyperparameter, every rank's multiplier in the interval
     centres: torch.Tensor  # float64: the probe loss at the line's centre as each rank rebuilt it (NaN: none)
+    loss_variances: torch.Tensor  # float64: the variance of each rank's window loss (NaN: no estimate)
 
     def excluded_ranks(self) -> list[int]:
         return [rank for rank, ok in enumerate(self.healthy.tolist()) if not ok]
 
 
 class StatsLayout:
-    """Columns of the gathered table: five fixed ones, then one multiplier column per hyperparameter."""
+    """Columns of the gathered table: six fixed ones, then one multiplier column per hyperparameter."""
 
-    LOSS, SIGNAL, HEALTHY, SCORED, CENTRE = range(5)
-    FIXED = 5
+    LOSS, SIGNAL, HEALTHY, SCORED, CENTRE, LOSS_VARIANCE = range(6)
+    FIXED = 6
 
     def __init__(self, names: Sequence[str]) -> None:
         self.names = list(names)
@@ -63,6 +64,7 @@ class StatsLayout:
         scored: bool,
         multipliers: Mapping[str, float],
         centre: float = math.nan,
+        loss_variance: float = math.nan,
     ) -> torch.Tensor:
         """This rank's row (float64)."""
         values = [0.0] * self.width
@@ -71,6 +73,7 @@ class StatsLayout:
         values[self.HEALTHY] = float(healthy)
         values[self.SCORED] = float(scored)
         values[self.CENTRE] = centre
+        values[self.LOSS_VARIANCE] = loss_variance
         for i, name in enumerate(self.names):
             values[self.FIXED + i] = multipliers[name]
         return torch.tensor(values, dtype=torch.float64)
@@ -85,4 +88,5 @@ class StatsLayout:
             scored=table[:, self.SCORED] > 0.5,
             multipliers={name: table[:, self.FIXED + i].tolist() for i, name in enumerate(self.names)},
             centres=table[:, self.CENTRE],
+            loss_variances=table[:, self.LOSS_VARIANCE],
         )

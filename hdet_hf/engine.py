@@ -42,6 +42,7 @@ from .health import HDETDivergenceError, ReplicaHealth
 from .horizon import HorizonOffsets, PairedVotes, compares_by_offsets, horizon_decay
 from .learning_rates import LearningRates
 from .line_search import LineSearchRaise
+from .noise_floor import uses_noise_floor
 from .outer import OuterStep
 from .peak_floor import PeakFloor
 from .process import rank_and_world_size
@@ -133,6 +134,8 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         # interval's start is known (set at a regular converge, cleared by a forced one).
         self.uses_centre = uses_centre_point(config, self.world_size)
         self.centre_intact = False
+        # With two replicas the train-loss vote's temperature is floored at that loss's noise (`noise_floor`).
+        self.uses_noise_floor = uses_noise_floor(config, self.world_size)
         # --hdet_lr_fan_out_scale: step-size intervals (only ever alternating with a horizon) fan out narrower.
         self.lrs = LearningRates(
             optimizer, self.registry, self.recorder.record.lr_per_step,
@@ -192,7 +195,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         self.step += 1
         self.steps_in_interval += 1
         self.steps_since_converge += 1
-        self.window.steps += 1
+        self.window.end_step()
         if (
             self.config.controller_signal in AVERAGED_SIGNALS
             and self.step <= self.explore_until_step
@@ -248,7 +251,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         """This replica's row (no communication): its window loss, the controller's signal, whether it is
         healthy (enters the average) and scored (counts for the controller). Also returns whether it probed."""
         signal = self.config.controller_signal
-        mean_loss = self._window_loss()
+        mean_loss, loss_variance = self._window_stats()
         probed = regular and signal != "train_loss" and self.controller_active()
         if probed and (self.probe_fn is None or (signal in COOLDOWN_SIGNALS and self.cooldown_loss_fn is None)):
             raise RuntimeError(
@@ -277,13 +280,14 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         multipliers = {name: self.multiplier(name, step=self.step) for name in layout.names}
         row = layout.row(
             loss=loss, signal=value, healthy=healthy, scored=scored, multipliers=multipliers,
-            centre=math.nan if centre_loss is None else centre_loss,
+            centre=math.nan if centre_loss is None else centre_loss, loss_variance=loss_variance,
         )  # fmt: skip
         return row, probed
 
-    def _window_loss(self) -> float | None:
-        """This replica's item-weighted window loss (None: nothing to score); one host sync."""
-        return self.window.mean_loss()
+    def _window_stats(self) -> tuple[float | None, float]:
+        """This replica's item-weighted window loss (None: nothing to score) and that mean's variance (NaN: no
+        estimate; `noise_floor`)."""
+        return self.window.mean_loss(), self.window.mean_variance()
 
     def _probe_loss(self, at_average: bool) -> float:
         """The probe's loss for this replica, at its current or (``at_average``) its interval-mean weights."""

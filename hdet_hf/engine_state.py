@@ -53,6 +53,9 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # Session-26 controller_line_search_centre has no legacy value: it acts only with two replicas, and refusing every
 # older checkpoint of three or more for it would refuse runs it never touches; a two-replica checkpoint from before
 # it takes the centre up from its next regular converge (centre_intact is saved from session 26 on).
+# Session-27 controller_noise_floor likewise (two replicas only by default): a two-replica checkpoint from before it
+# floors its votes from the first window that starts after the resume (the window's noise sums, "loss_noise", are
+# saved from session 27 on; without them the resumed window has no estimate and votes as before).
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,
@@ -347,6 +350,11 @@ def validate_state(state: dict[str, Any], source: str) -> None:
         is_number(state["loss_weight"]) and math.isfinite(state["loss_weight"]) and state["loss_weight"] >= 0
     ):
         fail("loss_weight", "a finite number >= 0", state["loss_weight"])
+    noise = state.get("loss_noise")
+    if noise is not None and not (
+        isinstance(noise, (list, tuple)) and len(noise) == 4 and all(is_number(v) for v in noise)
+    ):
+        fail("loss_noise", "a list of 4 numbers (the window loss's noise sums)", noise)
     generator = state["generator_state"]
     if not (isinstance(generator, torch.Tensor) and generator.dtype == torch.uint8):
         fail("generator_state", "a uint8 tensor (torch.Generator.get_state())", generator)

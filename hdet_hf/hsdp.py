@@ -28,6 +28,7 @@ distributed types and refuses ``ParallelismConfig`` for MULTI_CPU), so HDET buil
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -250,14 +251,18 @@ class HSDPEngine(HDETEngine):
         reshard(self._model)  # the averaged shards must be what the next forward gathers
         return super().converge(regular)
 
-    def _window_loss(self) -> float | None:
+    def _window_stats(self) -> tuple[float | None, float]:
         # The group's loss is its ranks' items together: the window sums and item counts summed over the group,
         # so every rank of the group scores (and every column of the mesh gathers) the same number. The
-        # window itself keeps this rank's own sums (a forced converge keeps the window).
-        group_sum, group_weight = self._group_reduce([float(self.window.loss_sum), float(self.window.loss_weight)])
+        # window itself keeps this rank's own sums (a forced converge keeps the window). The group mean's
+        # variance is sum(W_k^2 var_k) / (sum W_k)^2 over its ranks' item counts W_k (NaN if one has none).
+        weight = float(self.window.loss_weight)
+        group_sum, group_weight, group_spread = self._group_reduce(
+            [float(self.window.loss_sum), weight, weight**2 * self.window.mean_variance() if weight > 0 else 0.0]
+        )
         if self.window.steps == 0 or group_weight <= 0:
-            return None
-        return group_sum / group_weight
+            return None, math.nan
+        return group_sum / group_weight, group_spread / group_weight**2
 
     def _is_healthy(self, window_loss: float | None, probe_loss: float | None) -> bool:
         # Each rank checks its own shard; the group is healthy only if all of them are (one verdict per group).
@@ -499,6 +504,7 @@ def _reshard_engine_state(states: Sequence[dict[str, Any]], engine: HSDPEngine) 
     for key in ("loss_sum", "loss_weight"):
         if key in state:
             state[key] = float(sum(float(s[key]) for s in states)) if layout.shard_rank == 0 else 0.0
+    state.pop("loss_noise", None)  # the window's noise estimate restarts (`ScoreWindow.load_state_dict`)
     if isinstance(state.get("config"), dict):
         state["config"]["hsdp_shard_size"] = layout.shard_size  # now a state of this layout
     state["hsdp"] = {**state.get("hsdp", {}), "shard_size": layout.shard_size, "shard_rank": layout.shard_rank}

@@ -151,10 +151,11 @@ class HyperparameterRegistry:
         bases: dict[str, float],
         settings: ControllerSettings,
         delta_caps: dict[str, float] | None = None,
+        noise: Sequence[float | None] | None = None,
     ) -> dict[str, dict[str, Any]]:
         """One controller step for each of ``names`` from the gathered multipliers and signal (ranks not
-        ``scored`` get weight 0; ``delta_caps``: an upper bound on a name's hypergradient); returns each one's
-        info (weights, delta, velocity)."""
+        ``scored`` get weight 0; ``delta_caps``: an upper bound on a name's hypergradient; ``noise``: each score
+        row's temperature floor, `noise_floor`); returns each one's info (weights, delta, velocity)."""
         infos = {}
         for name in names:
             new_state, info = controller_step(
@@ -165,6 +166,7 @@ class HyperparameterRegistry:
                 base_value=bases[name],
                 healthy=scored,
                 delta_cap=(delta_caps or {}).get(name),
+                noise=noise,
             )
             self.controllers[name] = new_state
             infos[name] = info

@@ -43,6 +43,8 @@ class ConvergeReport:
     scale: dict[str, float] = field(default_factory=dict)
     excluded_ranks: list[int] = field(default_factory=list)
     controller_active: bool = False
+    # The train loss's noise that floored the vote's temperature (`noise_floor`; None: no floor at this converge).
+    loss_noise: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The trajectory entry (``regular`` is left out: only regular converges are recorded)."""
@@ -58,6 +60,7 @@ class ConvergeReport:
             "scale": self.scale,
             "excluded_ranks": self.excluded_ranks,
             "controller_active": self.controller_active,
+            "loss_noise": self.loss_noise,
         }
 
     def to_logs(self) -> dict[str, float]:
@@ -78,6 +81,8 @@ class ConvergeReport:
             logs[f"hdet/probe_loss_rank{rank}"] = loss
         for rank, weight in enumerate(self.weights):
             logs[f"hdet/weight_rank{rank}"] = weight
+        if self.loss_noise is not None:
+            logs["hdet/loss_noise"] = self.loss_noise
         logs["hdet/excluded_ranks"] = float(len(self.excluded_ranks))
         return logs
 

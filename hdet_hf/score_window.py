@@ -3,12 +3,17 @@
 - The window loss is an item-weighted mean: the sum of (micro-batch mean loss x its labelled items) over the
   summed items, so ranks with ragged batches are compared per token, not per batch. It stays on the
   loss's device (no host sync per micro-batch).
+- The noise of that mean (`ScoreWindow.mean_variance`, for `noise_floor`): the variance of one optimizer step's
+  loss from the successive differences of the steps' losses (half their mean square; a loss trend within the
+  window barely touches it), times ``sum(W^2) / sum(W)^2`` over the steps' items ``W`` (the weighted mean of
+  independent steps). Per optimizer step, not per micro-batch: gradient accumulation does not change it.
 - With an averaged probe signal, the running mean of the replica's parameters over the interval's steps
   (`averaged_probe`): the probe scores the replica there instead of at its last iterate.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,9 +31,21 @@ COOLDOWN_SIGNALS = ("cooldown_probe", "train_and_cooldown_probe")
 class ScoreWindow:
     """One replica's loss sums and parameter mean since the last converge."""
 
+    _NOISE = ("loss_diff_sq_sum", "loss_diff_count", "loss_weight_sq_sum", "loss_previous")
+    _SUMS = ("loss_sum", "loss_weight", "step_loss_sum", "step_loss_weight", *_NOISE)
+
     def __init__(self) -> None:
         self.loss_sum = torch.zeros((), dtype=torch.float64)
         self.loss_weight = torch.zeros((), dtype=torch.float64)
+        # The current optimizer step's sums (its micro-batches), folded into the noise sums by `end_step`.
+        self.step_loss_sum = torch.zeros((), dtype=torch.float64)
+        self.step_loss_weight = torch.zeros((), dtype=torch.float64)
+        # The noise of the mean: squared differences of successive steps' losses, their count, the steps'
+        # squared item counts, and the last step's loss (NaN: none yet).
+        self.loss_diff_sq_sum = torch.zeros((), dtype=torch.float64)
+        self.loss_diff_count = torch.zeros((), dtype=torch.float64)
+        self.loss_weight_sq_sum = torch.zeros((), dtype=torch.float64)
+        self.loss_previous = torch.full((), math.nan, dtype=torch.float64)
         # Steps in the sums: a replica reset at a forced converge restarts its sums, not the interval.
         self.steps = 0
         # Reset after diverging in this interval: its loss no longer describes its multiplier.
@@ -40,15 +57,32 @@ class ScoreWindow:
         """Add one micro-batch's mean loss over ``weight`` items; weight 0 is skipped (0/0 gives NaN)."""
         device = loss.device if isinstance(loss, torch.Tensor) else self.loss_sum.device
         if self.loss_sum.device != device:
-            self.loss_sum = self.loss_sum.to(device)
-            self.loss_weight = self.loss_weight.to(device)
+            for name in self._SUMS:
+                setattr(self, name, getattr(self, name).to(device))
         loss = torch.as_tensor(loss.detach() if isinstance(loss, torch.Tensor) else loss, device=device)
         weight = torch.as_tensor(
             weight.detach() if isinstance(weight, torch.Tensor) else weight, device=device
         ).to(torch.float64)
         counted = weight > 0
-        self.loss_sum += torch.where(counted, loss.to(torch.float64) * weight, 0.0)
-        self.loss_weight += torch.where(counted, weight, 0.0)
+        weighted, items = torch.where(counted, loss.to(torch.float64) * weight, 0.0), torch.where(counted, weight, 0.0)
+        self.loss_sum += weighted
+        self.loss_weight += items
+        self.step_loss_sum += weighted
+        self.step_loss_weight += items
+
+    def end_step(self) -> None:
+        """Count one optimizer step and fold its loss into the noise sums (no host sync)."""
+        weight = self.step_loss_weight
+        counted = weight > 0
+        mean = self.step_loss_sum / weight.clamp(min=1e-300)
+        follows = counted & torch.isfinite(self.loss_previous) & torch.isfinite(mean)
+        self.loss_diff_sq_sum += torch.where(follows, (mean - self.loss_previous) ** 2, 0.0)
+        self.loss_diff_count += follows.to(torch.float64)
+        self.loss_weight_sq_sum += torch.where(counted, weight * weight, 0.0)
+        self.loss_previous = torch.where(counted, mean, self.loss_previous)
+        self.step_loss_sum.zero_()
+        self.step_loss_weight.zero_()
+        self.steps += 1
 
     def mean_loss(self) -> float | None:
         """The window's item-weighted mean loss; None with no step or no labelled item (no score, not a
@@ -58,15 +92,26 @@ class ScoreWindow:
             return None
         return float(self.loss_sum) / weight
 
+    def mean_variance(self) -> float:
+        """The variance of `mean_loss` from the steps' scatter; NaN with fewer than two counted steps (no
+        estimate). One host sync."""
+        count, weight = float(self.loss_diff_count), float(self.loss_weight)
+        if count < 1 or weight <= 0:
+            return math.nan
+        per_step = float(self.loss_diff_sq_sum) / (2.0 * count)
+        return per_step * float(self.loss_weight_sq_sum) / weight**2
+
     def reset_loss(self) -> None:
-        self.loss_sum.zero_()
-        self.loss_weight.zero_()
+        for name in self._SUMS:
+            getattr(self, name).zero_()
+        self.loss_previous.fill_(math.nan)
         self.steps = 0
 
     def state_dict(self) -> dict[str, Any]:
         return {
             "loss_sum": float(self.loss_sum),
             "loss_weight": float(self.loss_weight),
+            "loss_noise": [float(getattr(self, name)) for name in self._NOISE],
             "loss_steps": self.steps,
             "diverged_in_interval": self.diverged,
             "window_average": self.average,
@@ -82,7 +127,11 @@ class ScoreWindow:
         dev = self.loss_sum.device
         self.loss_sum = torch.tensor(float(state["loss_sum"]), dtype=torch.float64, device=dev)
         self.loss_weight = torch.tensor(float(state["loss_weight"]), dtype=torch.float64, device=dev)
-        self.steps = int(state.get("loss_steps", state["steps_since_sync"]))
+        # States saved before the noise estimate (or by another layout) restart it: this window has no floor.
+        noise = state.get("loss_noise") or [0.0, math.nan, 0.0, math.nan]  # NaN count: no estimate
+        for name, value in zip(self._NOISE, noise):
+            setattr(self, name, torch.tensor(float(value), dtype=torch.float64, device=dev))
+        self.steps = int(state["loss_steps"] if "loss_steps" in state else state["steps_since_sync"])
         self.diverged = bool(state.get("diverged_in_interval", False))
         if state.get("window_average") is not None:
             self.average = [t.to(device) for t in state["window_average"]]

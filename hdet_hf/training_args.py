@@ -93,6 +93,7 @@ class HDETTrainingArguments(TrainingArguments):
     hdet_auto_lr_warmup_steps: float = hdet_field("auto_lr_warmup_steps")
     hdet_controller_temperature: float = hdet_field("controller_temperature")
     hdet_controller_temperature_mode: str = hdet_field("controller_temperature_mode")
+    hdet_controller_noise_floor: str = hdet_field("controller_noise_floor")
     hdet_controller_lr: float = hdet_field("controller_lr")
     hdet_controller_momentum: float = hdet_field("controller_momentum")
     hdet_controller_update: str = hdet_field("controller_update")

@@ -196,6 +196,53 @@ def test_two_replicas_rebuild_the_lines_centre_for_the_line_search(tmp_path):
     assert all(c["optimum"] is None for c in ranks[0]["other_spread"]["converges"])
 
 
+def test_two_replicas_size_the_train_loss_vote_by_its_noise(tmp_path):
+    """`noise_floor` on 2 processes: each converge's noise is the square root of the two replicas' mean window
+    variance, computed here from the step losses they fed in (successive differences, ragged items); the weights
+    are the softmax of ``(mean - loss) / max(spread, noise)``. A gap within the noise votes near-uniformly, a
+    large gap full-size (0.881 / 0.119, as every vote does with the floor off; a gap of noise alone can still reach
+    twice the noise); gradient accumulation leaves the
+    estimate unchanged, and a resume inside an interval continues bit for bit."""
+    skip_unless_backend_fits(2)
+    torchrun("engine_worker.py", 2, ["noise_floor", str(tmp_path)])
+    ranks = load_ranks(tmp_path, 2)
+    for name in ("small", "large", "off", "accumulated", "resumed"):
+        assert ranks[1][name]["converges"] == ranks[0][name]["converges"], name
+
+    def expected_noise(run: str, step: int) -> float:
+        variances = []
+        for r in range(2):
+            window = [f for f in ranks[r][run]["fed"] if step - 5 < f["step"] <= step]
+            x, w = np.array([f["loss"] for f in window]), np.array([f["items"] for f in window], dtype=float)
+            per_step = np.mean(np.diff(x) ** 2) / 2
+            variances.append(per_step * np.sum(w**2) / np.sum(w) ** 2)
+        return math.sqrt(np.mean(variances))
+
+    for run in ("small", "large", "accumulated"):
+        converges = ranks[0][run]["converges"]
+        assert len(converges) == 4
+        for c in converges:
+            noise = expected_noise(run, c["step"])
+            # The gathered table travels in the parameters' dtype (float32).
+            assert c["loss_noise"] == pytest.approx(noise, rel=1e-6)
+            losses = np.array(c["losses"])
+            sigma = max(np.std(losses), c["loss_noise"])
+            logits = (losses.mean() - losses) / sigma
+            assert c["weights"] == pytest.approx(list(np.exp(logits) / np.exp(logits).sum()), rel=1e-9)
+    small, large = ranks[0]["small"]["converges"], ranks[0]["large"]["converges"]
+    # Within the noise (|gap| < 2 x noise) the vote shrinks with the gap; beyond it, it is full-size.
+    assert all(max(c["weights"]) <= 0.8808 + 1e-4 for c in small)
+    assert sum(max(c["weights"]) < 0.75 for c in small) >= 2
+    assert all(max(c["weights"]) == pytest.approx(0.8808, abs=1e-4) for c in large)
+    off = ranks[0]["off"]["converges"]
+    assert all(c["loss_noise"] is None and max(c["weights"]) == pytest.approx(0.8808, abs=1e-4) for c in off)
+    assert abs(off[-1]["scale"] - 1.0) > abs(small[-1]["scale"] - 1.0)  # full-size noise votes move further
+    accumulated = ranks[0]["accumulated"]["converges"]
+    for a, b in zip(small, accumulated):
+        assert b["loss_noise"] == pytest.approx(a["loss_noise"], rel=1e-6)
+    assert ranks[0]["resumed"]["converges"] == small
+
+
 def test_onecycleautolr_spreads_and_averages_across_processes(tmp_path):
     gloo_only()
     torchrun("engine_worker.py", 2, ["onecycle", str(tmp_path)])

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -536,15 +537,19 @@ def test_shrinking_merges_the_optimizer_state_of_ranks_that_no_longer_exist(runs
 # ================================================================================== precision and accumulation
 
 
-def _decisions_match(reference: list[dict], other: list[dict]) -> None:
-    """Same HDET decisions: converges at the same optimizer steps, same multipliers, same controller weights
-    and therefore the same base-LR trajectory."""
+def _decisions_match(reference: list[dict], other: list[dict], rel: float) -> None:
+    """Same HDET decisions: converges at the same optimizer steps, same multipliers, and controller weights and
+    base-LR trajectory within ``rel``. (With 2 ranks the noise floor, `noise_floor`, sizes each vote by the loss
+    gap over the loss's noise, so the weights follow the losses continuously: they cannot be bit-identical when
+    the losses are not.)"""
     for a, b in zip(reference, other):
         ta, tb = a["engine"]["trajectory"], b["engine"]["trajectory"]
         assert [t["step"] for t in ta] == [t["step"] for t in tb] == [2, 4, 6, 8]
         assert [t["multipliers"] for t in ta] == [t["multipliers"] for t in tb]
-        assert [t["weights"] for t in ta] == [t["weights"] for t in tb]
-        assert a["lr_per_step"] == b["lr_per_step"]
+        for x, y in zip(ta, tb):
+            assert y["weights"] == pytest.approx(x["weights"], rel=rel)
+            assert y["loss_noise"] == pytest.approx(x["loss_noise"], rel=rel)
+        assert np.allclose(b["lr_per_step"], a["lr_per_step"], rtol=rel, atol=0)
         assert [c["step"] for c in a["converges"]] == [c["step"] for c in b["converges"]] == [2, 3, 4, 6, 8]
 
 
@@ -552,11 +557,15 @@ def _loss_gaps(run: list[dict]) -> list[float]:
     return [abs(t["losses"][0] - t["losses"][1]) / t["losses"][0] for t in run[0]["engine"]["trajectory"]]
 
 
-# Bounds on the interval-loss deviation (relative), asserted below. With 2 ranks and adaptive temperature the
-# controller weights depend only on which rank has the lower loss, so decisions are provably unchanged when
-# the ranks' losses differ by more than twice the bound: asserted, then the decisions are compared exactly.
+# Bounds on the interval-loss deviation (relative), asserted below; the ranks' losses differ by more than three
+# times the bound (asserted), so the lower-loss rank is the same in both runs. The controller's weights and LRs
+# then differ by the loss deviation over the loss's noise (`noise_floor`): bounded by DECISION_RTOL.
 GA_LOSS_RTOL = 1e-5
 BF16_LOSS_RTOL = 2e-4
+# Measured: weights and LRs within 1.3e-5 (accumulation) and 2.1e-5 (bf16) relative; the noise itself within 6e-6
+# and 7.2e-3 (bf16: one step difference per interval of 2 steps). Bounds about 7x those.
+GA_DECISION_RTOL = 1e-4
+BF16_DECISION_RTOL = 5e-2
 
 
 @slow
@@ -565,7 +574,7 @@ def test_gradient_accumulation_matches_one_big_batch(runs):
     for a, b in zip(full, ga):
         assert a["batches"] == b["batches"]  # every optimizer step trained on the same rows
     assert min(_loss_gaps(full)) > 3 * GA_LOSS_RTOL
-    _decisions_match(full, ga)  # converges counted in optimizer steps, not micro-batches
+    _decisions_match(full, ga, GA_DECISION_RTOL)  # converges counted in optimizer steps, not micro-batches
     # Measured: losses within 1.2e-7 relative, parameters within 6e-8 (float32 rounding of the split sums).
     # Bounds: about 100x that, still 20x tighter than the bf16 effect below.
     for a, b in zip(full, ga):
@@ -580,7 +589,7 @@ def test_gradient_accumulation_matches_one_big_batch(runs):
 def test_bf16_autocast_matches_fp32_within_bf16_precision(runs):
     full, bf16 = runs.dump("full"), runs.dump("bf16")
     assert min(_loss_gaps(full)) > 3 * BF16_LOSS_RTOL  # measured: >= 1.7e-3
-    _decisions_match(full, bf16)
+    _decisions_match(full, bf16, BF16_DECISION_RTOL)
     # bf16 keeps 8 significant bits (unit roundoff 2**-8 = 3.9e-3). Measured: interval losses within 4e-5
     # relative (each is a mean over 2 steps x 4 rows x 15 token losses, whose rounding errors mostly cancel);
     # final parameters 0.6-0.7% of the distance they travelled from the initialisation (max 2.3e-3 absolute,

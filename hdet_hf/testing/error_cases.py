@@ -506,6 +506,11 @@ CASES: list[ErrorCase] = [
         controller_update="sgd",
     ),
     _config(
+        'controller_noise_floor="sometimes"',
+        r"--hdet_controller_noise_floor must be one of two_replicas, always, off, but got 'sometimes'",
+        controller_noise_floor="sometimes",
+    ),
+    _config(
         'controller_temperature_mode="auto"',
         r"--hdet_controller_temperature_mode must be one of adaptive, fixed",
         controller_temperature_mode="auto",

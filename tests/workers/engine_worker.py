@@ -547,6 +547,55 @@ def scenario_centre_point(rank: int, world: int) -> dict:
     }
 
 
+def scenario_noise_floor(rank: int, world: int) -> dict:
+    """Two replicas scored on the train loss, which is injected: per step ``1 + gap x (rank's multiplier - 1) +
+    noise``, the noise a fixed sequence per rank (sd 0.05), each step's loss over a ragged number of items.
+    Records every regular converge's report and the step losses each rank fed in. Runs: a small gap (within the
+    noise) and a large one, the floor off, two micro-batches per step (gradient accumulation: same step means),
+    and resumed from a checkpoint inside an interval."""
+
+    def run(gap: float, floor: str = "two_replicas", micro_batches: int = 1, resume_at: int | None = None) -> dict:
+        def engine_for() -> tuple[HDETEngine, nn.Linear]:
+            model = nn.Linear(1, 1, bias=False).to(device())
+            config = HDETConfig(
+                sync_interval=5, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, controller_signal="train_loss",
+                controller_noise_floor=floor, explore_until=1.0, controller_line_search_threshold=0.0,
+            )  # fmt: skip
+            return HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-3), total_steps=20), model
+
+        generator = torch.Generator().manual_seed(100 + rank)
+        noise = (0.05 * torch.randn(20, generator=generator, dtype=torch.float64)).tolist()
+        items = [4 + (3 * step + rank) % 5 for step in range(20)]
+        engine, model = engine_for()
+        engine.apply_lr([1e-3])
+        fed, converges = [], []
+        for step in range(20):
+            loss = 1.0 + gap * (engine.multiplier() - 1.0) + noise[step]
+            fed.append({"step": step + 1, "loss": loss, "items": items[step]})
+            for _ in range(micro_batches):  # each micro-batch: the step's mean over its share of the items
+                engine.add_loss(torch.tensor(loss, device=device()), items[step] / micro_batches)
+            report = engine.end_step()
+            if step + 1 == resume_at:
+                saved = engine.state_dict()
+                engine, model = engine_for()
+                engine.load_state_dict(saved)
+            engine.apply_lr([1e-3])
+            if report is not None and report.regular:
+                converges.append({
+                    "step": report.step, "losses": report.losses, "weights": report.weights,
+                    "loss_noise": report.loss_noise, "multipliers": report.multipliers["lr"], "scale": report.scale["lr"],
+                })  # fmt: skip
+        return {"fed": fed, "converges": converges}
+
+    return {
+        "small": run(0.01),
+        "large": run(1.0),
+        "off": run(0.01, floor="off"),
+        "accumulated": run(0.01, micro_batches=2),
+        "resumed": run(0.01, resume_at=7),
+    }
+
+
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     init_process_group()

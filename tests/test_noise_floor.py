@@ -1,0 +1,131 @@
+"""The noise floor under the adaptive temperature (`hdet_hf.noise_floor`) and the window's noise estimate, without
+processes (the 2-process test is in test_engine_distributed.py)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from hdet_hf import HDETConfig
+from hdet_hf.controller import ControllerSettings, ControllerState, controller_step, loss_weights
+from hdet_hf.noise_floor import score_noise, uses_noise_floor
+from hdet_hf.score_window import ScoreWindow
+
+
+def _window(step_losses, items, micro_batches=1):
+    window = ScoreWindow()
+    for loss, n in zip(step_losses, items):
+        for _ in range(micro_batches):
+            window.add_loss(torch.tensor(loss, dtype=torch.float64), n / micro_batches)
+        window.end_step()
+    return window
+
+
+def _expected_variance(x, w):
+    x, w = np.asarray(x, dtype=float), np.asarray(w, dtype=float)
+    return np.mean(np.diff(x) ** 2) / 2 * np.sum(w**2) / np.sum(w) ** 2
+
+
+def test_the_window_variance_is_half_the_mean_squared_step_difference_over_the_effective_count():
+    rng = np.random.default_rng(0)
+    losses = (2.0 + 0.1 * rng.standard_normal(12)).tolist()
+    items = rng.integers(3, 40, 12).tolist()
+    window = _window(losses, items)
+    assert window.mean_loss() == pytest.approx(np.average(losses, weights=items), rel=1e-12)
+    assert window.mean_variance() == pytest.approx(_expected_variance(losses, items), rel=1e-12)
+    # Gradient accumulation (the step's items over two micro-batches with the step's mean) changes nothing.
+    assert _window(losses, items, micro_batches=2).mean_variance() == pytest.approx(window.mean_variance(), rel=1e-12)
+
+
+def test_a_trend_inside_the_window_barely_moves_the_estimate():
+    rng = np.random.default_rng(1)
+    noise = 0.05 * rng.standard_normal(40)
+    flat = _window((2.0 + noise).tolist(), [8] * 40).mean_variance()
+    falling = _window((2.0 - np.linspace(0, 1, 40) + noise).tolist(), [8] * 40).mean_variance()
+    # A loss falling by 1.0 over the window: the plain variance of the losses grows ~30x, this estimate < 1.5x.
+    assert falling / flat < 1.5
+    assert np.var(2.0 - np.linspace(0, 1, 40) + noise) / np.var(noise) > 30
+
+
+def test_no_estimate_without_two_counted_steps_and_skipped_steps_do_not_count():
+    assert math.isnan(ScoreWindow().mean_variance())
+    assert math.isnan(_window([2.0], [4]).mean_variance())
+    window = ScoreWindow()
+    for loss, n in ((2.0, 4), (5.0, 0), (2.2, 4)):  # a step with no labelled item is skipped, not a loss of 5
+        window.add_loss(torch.tensor(loss, dtype=torch.float64), n)
+        window.end_step()
+    assert window.mean_variance() == pytest.approx(0.2**2 / 2 * 32 / 64, rel=1e-12)
+    # A non-finite step loss does not poison the differences of the steps around it.
+    window = _window([2.0, float("nan"), 2.2, 2.3], [4, 4, 4, 4])
+    assert math.isfinite(window.mean_variance())
+    window.reset_loss()
+    assert math.isnan(window.mean_variance()) and window.mean_loss() is None
+
+
+def test_the_estimate_survives_a_checkpoint_and_an_old_checkpoint_has_none():
+    losses, items = [2.0, 2.1, 1.9, 2.05, 2.0, 1.95], [4, 5, 6, 4, 5, 6]
+    full = _window(losses, items)
+    first = _window(losses[:3], items[:3])
+    resumed = ScoreWindow()
+    resumed.load_state_dict(first.state_dict(), torch.device("cpu"))
+    for loss, n in zip(losses[3:], items[3:]):
+        resumed.add_loss(torch.tensor(loss, dtype=torch.float64), n)
+        resumed.end_step()
+    assert resumed.mean_variance() == full.mean_variance() and resumed.mean_loss() == full.mean_loss()
+    old = first.state_dict()
+    del old["loss_noise"]
+    legacy = ScoreWindow()
+    legacy.load_state_dict(old, torch.device("cpu"))
+    legacy.add_loss(torch.tensor(2.0), 4)
+    legacy.end_step()
+    assert math.isnan(legacy.mean_variance())  # that window votes without a floor
+    legacy.reset_loss()
+    assert math.isnan(_window([], []).mean_variance())
+
+
+def test_the_floor_shrinks_a_two_replica_vote_within_the_noise_and_leaves_a_clear_one():
+    losses = torch.tensor([1.00, 1.02])
+    plain = loss_weights(losses, 1.0, "adaptive")
+    assert plain.tolist() == pytest.approx([0.8808, 0.1192], abs=1e-4)  # any gap: full-size
+    floored = loss_weights(losses, 1.0, "adaptive", noise=0.05)
+    logit = 0.01 / 0.05
+    assert floored.tolist() == pytest.approx([1 / (1 + math.exp(-2 * logit)), 1 / (1 + math.exp(2 * logit))])
+    # A gap beyond twice the noise: the spread is larger than the floor, nothing changes.
+    assert loss_weights(losses, 1.0, "adaptive", noise=0.005).tolist() == plain.tolist()
+    # Unhealthy ranks still get 0; one healthy rank gets everything, whatever the floor.
+    three = loss_weights(torch.tensor([1.0, float("nan"), 1.02]), 1.0, "adaptive", noise=0.05)
+    assert three[1] == 0 and three[0] > three[2]
+    assert loss_weights(torch.tensor([1.0, float("nan")]), 1.0, "adaptive", noise=0.05).tolist() == [1.0, 0.0]
+    # The fixed temperature is in loss units already: the floor does not apply.
+    assert loss_weights(losses, 0.01, "fixed", noise=0.05).tolist() == loss_weights(losses, 0.01, "fixed").tolist()
+
+
+def test_the_controller_floors_only_the_rows_given_a_noise():
+    settings = ControllerSettings(lr=1.0, momentum=0.0, combination="mean")
+    m = torch.tensor([0.75, 1.25])
+    rows = torch.tensor([[1.02, 1.00], [0.52, 0.50]])  # train loss, probe: both favour the high LR
+    _, plain = controller_step(ControllerState(), m, rows, settings, base_value=1.0)
+    _, floored = controller_step(ControllerState(), m, rows, settings, base_value=1.0, noise=[0.05, None])
+    assert floored["row_deltas"][1] == plain["row_deltas"][1]  # the probe row keeps its full-size vote
+    assert 0 < floored["row_deltas"][0] < plain["row_deltas"][0] / 3
+    with pytest.raises(ValueError, match="one noise floor per score row"):
+        controller_step(ControllerState(), m, rows, settings, base_value=1.0, noise=[0.05])
+
+
+def test_which_runs_floor_the_vote():
+    assert uses_noise_floor(HDETConfig(), 2)
+    assert not uses_noise_floor(HDETConfig(), 3) and not uses_noise_floor(HDETConfig(), 4)
+    assert uses_noise_floor(HDETConfig(controller_noise_floor="always"), 4)
+    assert not uses_noise_floor(HDETConfig(controller_noise_floor="off"), 2)
+    assert not uses_noise_floor(HDETConfig(controller_temperature_mode="fixed", controller_temperature=0.01), 2)
+    with pytest.raises(ValueError, match="--hdet_controller_noise_floor must be one of two_replicas, always, off"):
+        HDETConfig(controller_noise_floor="sometimes")
+
+
+def test_the_noise_is_the_root_mean_variance_of_the_scored_replicas():
+    variances = torch.tensor([0.04, 0.0036, 1.0])
+    assert score_noise(variances, torch.tensor([True, True, False])) == pytest.approx(math.sqrt(0.0218))
+    assert score_noise(torch.tensor([0.04, float("nan")]), torch.tensor([True, True])) is None
+    assert score_noise(torch.tensor([0.04, float("nan")]), torch.tensor([True, False])) == pytest.approx(0.2)
+    assert score_noise(variances, torch.tensor([False, False, False])) is None
