@@ -314,6 +314,18 @@ class HDETConfig:
             "climb by the controller's votes alone)."
         },
     )
+    controller_line_search_until_bend: bool = field(
+        default=True,
+        metadata={
+            "help": "With the rebuilt centre (--hdet_controller_line_search_centre, two replicas), the line search "
+            "raises only in the climb from the start of the run: the first converge whose fitted optimum is below "
+            "--hdet_controller_line_search_threshold ends it for the run. Three points fitted exactly leave no "
+            "residual to show noise; on the 200-step classifier at its best LR a line that looked straight twice "
+            "after the peak raised an LR the votes had already taken to 3x by another 3.3x, and the run diverged "
+            "(BENCHMARKS.md, reading 32). Does nothing with three or more replicas. "
+            "--no_hdet_controller_line_search_until_bend lets it act at any converge.",
+        },
+    )
     controller_max_factor: float = field(
         default=10.0,
         metadata={

@@ -59,7 +59,8 @@ class ControllerStep:
         if kind is not None and LR in infos:
             self.paired_votes.record(kind, infos[LR]["raw_delta"])
         if LR in infos and self.line_search.enabled:
-            factor = self.line_search.raise_for(self._line_search_optimum(gathered), infos[LR]["delta"])
+            report.line_search_optimum = self._line_search_optimum(gathered)
+            factor = self.line_search.raise_for(report.line_search_optimum, infos[LR]["delta"])
             if factor > 1.0:  # a passed raise (or a tie) at least as large as the line search allows
                 self.registry.clamp_controller(LR, min(report.scale[LR] * factor, self.settings.max_factor))
         for name, info in infos.items():

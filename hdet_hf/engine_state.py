@@ -53,7 +53,7 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # Session-26 controller_line_search_centre has no legacy value: it acts only with two replicas, and refusing every
 # older checkpoint of three or more for it would refuse runs it never touches; a two-replica checkpoint from before
 # it takes the centre up from its next regular converge (centre_intact is saved from session 26 on).
-# Session-27 controller_noise_floor likewise (two replicas only by default): a two-replica checkpoint from before it
+# Session-27 controller_noise_floor and controller_line_search_until_bend likewise (two replicas only by default): a two-replica checkpoint from before it
 # floors its votes from the first window that starts after the resume (the window's noise sums, "loss_noise", are
 # saved from session 27 on; without them the resumed window has no estimate and votes as before).
 LEGACY_VALUES = {
@@ -234,6 +234,7 @@ def check_resumed_settings(
                 values.pop("controller_line_search_breaks_ties", None)  # ignored without the line search
                 values.pop("controller_line_search_max_raise", None)
                 values.pop("controller_line_search_centre", None)
+                values.pop("controller_line_search_until_bend", None)
         changed = [
             key
             for key in current
@@ -416,8 +417,12 @@ def validate_state(state: dict[str, Any], source: str) -> None:
             line_search.get("last_optimum") is None
             or (is_number(line_search["last_optimum"]) and line_search["last_optimum"] >= 0)
         )
+        and isinstance(line_search.get("bent", False), bool)
     ):
-        fail("line_search", "None or a dict with last_optimum None or a number >= 0 (inf allowed)", line_search)
+        fail(
+            "line_search", "None or a dict with last_optimum None or a number >= 0 (inf allowed) and a bool bent",
+            line_search,
+        )
     if not isinstance(state.get("centre_intact", False), bool):
         fail("centre_intact", "a bool", state["centre_intact"])
     updates = state.get("horizon_updates")

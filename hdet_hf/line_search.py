@@ -106,24 +106,33 @@ class LineSearchRaise:
     """The raise factor the line search allows at each converge (1.0: none), and the last optimum seen.
 
     ``breaks_ties``: a converge where the controller would hold (its move exactly 0) may be raised too.
+    ``until_bend``: the first fitted optimum below the threshold ends the line search for the run (`bent`).
     """
 
-    def __init__(self, threshold: float, max_raise: float, breaks_ties: bool = False) -> None:
+    def __init__(
+        self, threshold: float, max_raise: float, breaks_ties: bool = False, until_bend: bool = False
+    ) -> None:
         self.threshold = threshold
         self.max_raise = max_raise
         self.breaks_ties = breaks_ties
+        self.until_bend = until_bend
         self.last_optimum: float | None = None
+        self.bent = False
 
     @classmethod
     def for_run(cls, config: HDETConfig, replicas: int = MIN_POINTS) -> LineSearchRaise:
         """The line search of a run's resolved config (``HDETConfig.for_run``) over ``replicas`` replicas; warns
         where it is uncalibrated or cannot act."""
+        from .centre_point import uses_centre_point
         from .config import MIN_FRACTION_SYNC_INTERVAL
 
         raises = cls(
             config.controller_line_search_threshold,
             config.controller_line_search_max_raise,
             config.controller_line_search_breaks_ties,
+            # Three points fitted exactly (the rebuilt centre) leave no residual to show noise: climb only from
+            # the start, until the line first bends (BENCHMARKS.md, reading 32).
+            until_bend=config.controller_line_search_until_bend and uses_centre_point(config, replicas),
         )
         reads_probe = config.auto_lr and config.controller_signal != "train_loss"
         if raises.enabled and reads_probe and config.sync_interval < MIN_FRACTION_SYNC_INTERVAL:
@@ -136,8 +145,6 @@ class LineSearchRaise:
                 f"{MIN_FRACTION_SYNC_INTERVAL} or more, or --hdet_controller_line_search_threshold 0.",
                 stacklevel=3,
             )
-        from .centre_point import uses_centre_point
-
         if raises.enabled and reads_probe and 1 < replicas < MIN_POINTS and not uses_centre_point(config, replicas):
             # Warned, not refused: the rest of the controller works; only the climb from far below is slower.
             warnings.warn(
@@ -157,7 +164,9 @@ class LineSearchRaise:
     def observe(self, optimum: float | None) -> float:
         """Take in this converge's optimum (None: no fit) and return the least raise factor it allows."""
         previous, self.last_optimum = self.last_optimum, optimum
-        if not self.enabled or optimum is None or previous is None:
+        if self.until_bend and optimum is not None and optimum < self.threshold:
+            self.bent = True
+        if not self.enabled or self.bent or optimum is None or previous is None:
             return 1.0
         if optimum < self.threshold or previous < self.threshold:
             return 1.0
@@ -171,9 +180,10 @@ class LineSearchRaise:
         return factor if passed else 1.0
 
     def state_dict(self) -> dict[str, Any]:
-        return {"line_search": {"last_optimum": self.last_optimum}}
+        return {"line_search": {"last_optimum": self.last_optimum, "bent": self.bent}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         saved = state.get("line_search") or {}
         last = saved.get("last_optimum")
         self.last_optimum = None if last is None else float(last)
+        self.bent = bool(saved.get("bent", False))

@@ -45,6 +45,8 @@ class ConvergeReport:
     controller_active: bool = False
     # The train loss's noise that floored the vote's temperature (`noise_floor`; None: no floor at this converge).
     loss_noise: float | None = None
+    # The probe's line-search optimum m* at this converge (`line_search`; None: no fit).
+    line_search_optimum: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The trajectory entry (``regular`` is left out: only regular converges are recorded)."""
@@ -61,6 +63,7 @@ class ConvergeReport:
             "excluded_ranks": self.excluded_ranks,
             "controller_active": self.controller_active,
             "loss_noise": self.loss_noise,
+            "line_search_optimum": self.line_search_optimum,
         }
 
     def to_logs(self) -> dict[str, float]:

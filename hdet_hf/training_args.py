@@ -104,6 +104,7 @@ class HDETTrainingArguments(TrainingArguments):
     hdet_controller_line_search_max_raise: float = hdet_field("controller_line_search_max_raise")
     hdet_controller_line_search_breaks_ties: bool = hdet_field("controller_line_search_breaks_ties")
     hdet_controller_line_search_centre: bool = hdet_field("controller_line_search_centre")
+    hdet_controller_line_search_until_bend: bool = hdet_field("controller_line_search_until_bend")
     hdet_controller_max_factor: float = hdet_field("controller_max_factor")
     hdet_lr_groups: bool = hdet_field("lr_groups")
     hdet_weight_decay_spread: float = hdet_field("weight_decay_spread")

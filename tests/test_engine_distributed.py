@@ -155,7 +155,7 @@ def test_two_replicas_rebuild_the_lines_centre_for_the_line_search(tmp_path):
     skip_unless_backend_fits(2)
     torchrun("engine_worker.py", 2, ["centre_point", str(tmp_path)])
     ranks = load_ranks(tmp_path, 2)
-    for name in ("on", "off", "forced", "resumed", "averaged", "other_spread"):
+    for name in ("on", "off", "forced", "resumed", "averaged", "other_spread", "near"):
         assert ranks[1][name]["converges"] == ranks[0][name]["converges"], name
     for name, own in (("on", "own"), ("averaged", "own_mean")):
         by_rank = [{c["step"]: c for c in ranks[r][name]["centres"]} for r in range(2)]
@@ -183,6 +183,11 @@ def test_two_replicas_rebuild_the_lines_centre_for_the_line_search(tmp_path):
         fitted += 1
     assert fitted >= len(on) - 3  # all but the first (no anchor) and the ones before Z holds an update
     assert all(c["optimum"] is None for c in off)
+    # `until_bend`: the first optimum below the threshold (4) ends the line search, and it stays ended.
+    assert not any(c["bent"] for c in on)  # this line never bends
+    near = ranks[0]["near"]["converges"]
+    bends = [c["optimum"] is not None and c["optimum"] < 4.0 for c in near]
+    assert any(bends) and [c["bent"] for c in near] == [any(bends[: i + 1]) for i in range(len(near))]
     first_at_bound = [next(c["step"] for c in run if c["scale"] == pytest.approx(10.0)) for run in (on, off)]
     assert first_at_bound[0] < first_at_bound[1]
     # A forced converge at step 5, inside the interval of steps 5-6: no centre there, a fit again from the next on.

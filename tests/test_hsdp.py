@@ -62,6 +62,31 @@ def check_replica_groups(ranks: list[dict]) -> None:
             assert all(x == losses[0] for x in losses) and len(losses[0]) == 2 and losses[0][0] != losses[0][1]
 
 
+def test_two_replica_groups_floor_the_vote_at_the_group_losss_noise(local_run):
+    """`noise_floor` with 2 replica groups: the noise is the root mean over the groups of the variance of each
+    group's window loss, sum_k W_k^2 var_k / (sum_k W_k)^2 over its ranks (here one item per step each), computed
+    from the per-rank step losses (successive differences) since the previous converge."""
+    ranks, _ = local_run
+    groups = groups_of(ranks)
+    checked = 0
+    converged_at = [0] + [s for s in range(1, STEPS + 1) if ranks[0]["steps"][s]["converged"]]
+    for before, step in zip(converged_at, converged_at[1:]):
+        noise = ranks[0]["steps"][step]["loss_noise"]
+        assert all(r["steps"][step]["loss_noise"] == noise for r in ranks)
+        if noise is None:  # a forced converge (the save at step 6), or the controller's warm-up
+            continue
+        variances = []
+        for members in groups.values():
+            per_rank = []
+            for r in members:
+                x = torch.tensor([r["steps"][s]["loss"] for s in range(before + 1, step + 1)], dtype=torch.float64)
+                per_rank.append(float((x.diff() ** 2).mean() / 2 / len(x)))  # weight 1 per step: / n
+            variances.append(sum(per_rank) / len(per_rank) ** 2)
+        assert noise == pytest.approx((sum(variances) / len(variances)) ** 0.5, rel=1e-5)
+        checked += 1
+    assert checked >= 2
+
+
 def cross_group(ranks: list[dict], phase: str) -> list[tuple]:
     """Collectives of ``phase`` whose group spans more than one replica group."""
     found = []

@@ -149,3 +149,28 @@ def test_two_replicas_warn_that_the_line_search_cannot_act():
     assert warned(2) == []  # the default rebuilds the centre (`centre_point`)
     assert warned(2, comparison_horizon=0.0, controller_line_search_threshold=0.0) == []
     assert warned(2, comparison_horizon=0.0, controller_signal="train_loss") == []
+
+
+def test_until_bend_the_first_optimum_below_the_threshold_ends_the_line_search():
+    raises = LineSearchRaise(threshold=4.0, max_raise=4.0, until_bend=True)
+    assert (raises.observe(math.inf), raises.observe(math.inf), raises.observe(8.0)) == (1.0, 4.0, 2.0)
+    assert raises.observe(2.0) == 1.0 and raises.bent
+    # Far optima after the bend never raise again, and the bend survives a checkpoint.
+    assert (raises.observe(8.0), raises.observe(math.inf)) == (1.0, 1.0)
+    restored = LineSearchRaise(threshold=4.0, max_raise=4.0, until_bend=True)
+    restored.load_state_dict(raises.state_dict())
+    assert restored.bent and restored.observe(8.0) == 1.0
+    # Without it (three or more replicas), the same optima raise again after a near one.
+    plain = LineSearchRaise(threshold=4.0, max_raise=4.0)
+    assert [plain.observe(m) for m in (math.inf, 8.0, 2.0, 8.0, math.inf)] == [1.0, 2.0, 1.0, 1.0, 4.0]
+    assert not plain.bent
+
+
+def test_until_bend_applies_only_where_the_centre_is_the_third_point():
+    config = HDETConfig(auto_lr=True, controller_signal="train_and_averaged_probe").for_run(100)
+    assert LineSearchRaise.for_run(config, 2).until_bend
+    assert not LineSearchRaise.for_run(config, 4).until_bend
+    off = HDETConfig(
+        auto_lr=True, controller_signal="train_and_averaged_probe", controller_line_search_until_bend=False
+    ).for_run(100)
+    assert not LineSearchRaise.for_run(off, 2).until_bend

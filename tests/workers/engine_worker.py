@@ -481,7 +481,7 @@ def scenario_centre_point(rank: int, world: int) -> dict:
     from a checkpoint between two converges, and scored by the averaged probe."""
 
     def run(threshold: float = 4.0, force_at: int | None = None, resume_at: int | None = None,
-            signal: str = "probe", other_spread: bool = False) -> dict:  # fmt: skip
+            signal: str = "probe", other_spread: bool = False, target: float = 2.0) -> dict:  # fmt: skip
         def engine_for() -> tuple[HDETEngine, nn.Linear]:
             model = nn.Linear(1, 1, bias=False).to(device())
             with torch.no_grad():
@@ -493,7 +493,7 @@ def scenario_centre_point(rank: int, world: int) -> dict:
                 controller_line_search_threshold=threshold,
             )  # fmt: skip
             engine = HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-3), total_steps=24)
-            engine.probe_fn = lambda: float((model.weight.detach().double() - 2.0).pow(2).sum())
+            engine.probe_fn = lambda: float((model.weight.detach().double() - target).pow(2).sum())
             if other_spread:  # a second spread value: the replicas no longer differ in LR alone
                 engine.add_hyperparameter(Hyperparameter("weight_decay", 0.5, base=0.0, setter=lambda value: None))
             probe_at = engine._probe_at
@@ -534,6 +534,7 @@ def scenario_centre_point(rank: int, world: int) -> dict:
                     "step": step, "scale": report.scale["lr"], "multipliers": report.multipliers["lr"],
                     "probe_losses": report.probe_losses, "delta": report.delta.get("lr"),
                     "optimum": engine.line_search.last_optimum, "fan_out": engine.lrs.fan_out_scale,
+                    "bent": engine.line_search.bent,
                 })  # fmt: skip
         return {"converges": converges, "centres": centres}
 
@@ -544,6 +545,7 @@ def scenario_centre_point(rank: int, world: int) -> dict:
         "resumed": run(resume_at=9),
         "averaged": run(signal="averaged_probe"),
         "other_spread": run(other_spread=True),
+        "near": run(target=0.05),  # the probe's minimum within reach: the line bends
     }
 
 

@@ -154,6 +154,8 @@ def main() -> None:
             "losses": report.losses if report is not None else None,
             "probe_losses": report.probe_losses if report is not None else None,
             "scale": hdet.engine.controllers["lr"].scale,
+            "loss": float(loss),
+            "loss_noise": report.loss_noise if report is not None else None,
         }
         if args.save_at and step == int(args.save_at[0]):
             phase[0] = "save"
