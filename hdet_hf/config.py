@@ -182,7 +182,7 @@ class HDETConfig:
         default="two_replicas",
         metadata={
             "help": "Floor the adaptive temperature of the train-loss vote at that loss's noise (the standard "
-            "deviation of a replica's window mean, from its micro-batch losses): a gap between replicas "
+            "deviation of a replica's window mean, from its optimizer steps' losses): a gap between replicas "
             "within twice the noise gives a proportionally smaller vote instead of a full-size one. "
             "'two_replicas' (default): with exactly two replicas (processes or HSDP replica groups), where two "
             "standardised losses are always -1 and +1 and every vote would be full-size; 'always': with any "

@@ -46,7 +46,7 @@ def uses_noise_floor(config: HDETConfig, replicas: int) -> bool:
 
 def score_noise(variances: torch.Tensor, scored: torch.Tensor) -> float | None:
     """The standard deviation of one replica's window loss: the square root of the scored replicas' mean
-    variance. None when a scored replica has no estimate (fewer than two micro-batches in its window) or none
+    variance. None when a scored replica has no estimate (fewer than two optimizer steps in its window) or none
     was scored: that converge's vote keeps the plain adaptive temperature."""
     values = variances.double().flatten()[scored.flatten().bool()].tolist()
     if not values or not all(math.isfinite(v) and v >= 0 for v in values):
