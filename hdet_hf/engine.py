@@ -141,7 +141,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
             optimizer, self.registry, self.recorder.record.lr_per_step,
             fan_out_scale=config.lr_fan_out_scale if self.horizon.enabled else 1.0,
         )
-        self.window = ScoreWindow()
+        self.window = ScoreWindow(track_noise=self.uses_noise_floor)  # no per-step noise sums otherwise
         self.outer = OuterStep(config.outer_lr, config.outer_momentum)
         self.step = 0
         self.steps_in_interval = 0  # since the last regular converge; identical on every rank

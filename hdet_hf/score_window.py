@@ -34,7 +34,10 @@ class ScoreWindow:
     _NOISE = ("loss_diff_sq_sum", "loss_diff_count", "loss_weight_sq_sum", "loss_previous")
     _SUMS = ("loss_sum", "loss_weight", "step_loss_sum", "step_loss_weight", *_NOISE)
 
-    def __init__(self) -> None:
+    def __init__(self, track_noise: bool = True) -> None:
+        # Whether the steps' losses are folded into the noise sums (`mean_variance` is NaN otherwise): a few
+        # small tensor ops per step, spent only where a run floors its votes (`noise_floor`).
+        self.track_noise = track_noise
         self.loss_sum = torch.zeros((), dtype=torch.float64)
         self.loss_weight = torch.zeros((), dtype=torch.float64)
         # The current optimizer step's sums (its micro-batches), folded into the noise sums by `end_step`.
@@ -67,11 +70,15 @@ class ScoreWindow:
         weighted, items = torch.where(counted, loss.to(torch.float64) * weight, 0.0), torch.where(counted, weight, 0.0)
         self.loss_sum += weighted
         self.loss_weight += items
-        self.step_loss_sum += weighted
-        self.step_loss_weight += items
+        if self.track_noise:
+            self.step_loss_sum += weighted
+            self.step_loss_weight += items
 
     def end_step(self) -> None:
         """Count one optimizer step and fold its loss into the noise sums (no host sync)."""
+        self.steps += 1
+        if not self.track_noise:
+            return
         weight = self.step_loss_weight
         counted = weight > 0
         mean = self.step_loss_sum / weight.clamp(min=1e-300)
@@ -82,7 +89,6 @@ class ScoreWindow:
         self.loss_previous = torch.where(counted, mean, self.loss_previous)
         self.step_loss_sum.zero_()
         self.step_loss_weight.zero_()
-        self.steps += 1
 
     def mean_loss(self) -> float | None:
         """The window's item-weighted mean loss; None with no step or no labelled item (no score, not a
@@ -94,7 +100,9 @@ class ScoreWindow:
 
     def mean_variance(self) -> float:
         """The variance of `mean_loss` from the steps' scatter; NaN with fewer than two counted steps (no
-        estimate). One host sync."""
+        estimate, or not tracked). One host sync."""
+        if not self.track_noise:
+            return math.nan
         count, weight = float(self.loss_diff_count), float(self.loss_weight)
         if count < 1 or weight <= 0:
             return math.nan

@@ -38,6 +38,16 @@ def test_the_window_variance_is_half_the_mean_squared_step_difference_over_the_e
     assert _window(losses, items, micro_batches=2).mean_variance() == pytest.approx(window.mean_variance(), rel=1e-12)
 
 
+def test_a_window_that_does_not_track_noise_keeps_the_same_mean_and_has_no_estimate():
+    losses, items = [2.0, 2.1, 1.9, 2.05], [4, 5, 6, 4]
+    tracked, untracked = _window(losses, items), ScoreWindow(track_noise=False)
+    for loss, n in zip(losses, items):
+        untracked.add_loss(torch.tensor(loss, dtype=torch.float64), n)
+        untracked.end_step()
+    assert untracked.mean_loss() == tracked.mean_loss() and untracked.steps == tracked.steps == 4
+    assert math.isnan(untracked.mean_variance()) and math.isfinite(tracked.mean_variance())
+
+
 def test_a_trend_inside_the_window_barely_moves_the_estimate():
     rng = np.random.default_rng(1)
     noise = 0.05 * rng.standard_normal(40)
