@@ -15,6 +15,7 @@ LR grow ~1.3x per converge). Two update rules:
 - ``multiplicative`` (default): delta measured on ``log m_r``, ``log(scale) += lambda * v``. Scale-free and
   always positive. With ``raise_gain`` g, a move up (v > 0) is ``g * lambda * v``.
 Ranks flagged unhealthy (non-finite loss) get weight 0: their multiplier counts as the worst.
+With ``noise`` per score row (`noise_floor`), the adaptive temperature's spread is floored at that row's noise.
 
 Example:
     >>> import torch
