@@ -187,23 +187,11 @@ class HDETConfig:
             "'two_replicas' (default): with exactly two replicas (processes or HSDP replica groups), where two "
             "standardised losses are always -1 and +1 and every vote would be full-size; 'always': with any "
             "number (a lead at 4 processes: reading 32); 'off': never (the votes before session 27). The "
-            "probe's vote is floored at the probe's own noise (--hdet_controller_probe_noise_parts). Only with --hdet_controller_temperature_mode adaptive. "
+            "probe's vote is not floored (every replica is scored on one batch). Only with --hdet_controller_temperature_mode adaptive. "
             "Default since session 27: at 2 processes on 3 seeds a pretrained classifier from 3x above its best LR "
             "ended 1.374x the sweep's best (was 1.585x; DDP there 1.211x) and at the best LR 1.076x (was 1.030x), "
             "a language-model task from 10x below 1.034x (was 1.061x) (BENCHMARKS.md, reading 32).",
             "choices": list(NOISE_FLOORS),
-        },
-    )
-    controller_probe_noise_parts: int = field(
-        default=8,
-        metadata={
-            "help": "Where the train-loss vote is floored at its noise (--hdet_controller_noise_floor), also floor "
-            "the probe's vote at the probe's own noise: the probe batch is scored in this many equal parts and "
-            "the noise is the spread of the replicas' paired part-loss differences (the standard error of the "
-            "probe gap, over sqrt 2). The probe score is then the parts' mean. 0: the probe's vote keeps the "
-            "plain adaptive temperature (every two-replica probe vote full-size, as before session 28). Needs a "
-            "probe function that returns the parts' losses (HDETTrainer's does; a user's that returns one number "
-            "is not floored).",
         },
     )
     controller_lr: float = field(
@@ -564,12 +552,6 @@ class HDETConfig:
         if not isinstance(self.probe_size, int) or isinstance(self.probe_size, bool) or self.probe_size < 1:
             raise ValueError(
                 f"{_flag('probe_size')} must be a positive integer, but got {self.probe_size!r}."
-            )
-        parts = self.controller_probe_noise_parts
-        if not isinstance(parts, int) or isinstance(parts, bool) or parts < 0 or parts == 1:
-            raise ValueError(
-                f"{_flag('controller_probe_noise_parts')} must be 0 (no probe noise floor) or an integer >= 2 (a "
-                f"spread needs two parts), but got {parts!r}."
             )
         if not isinstance(self.cooldown_steps, int) or isinstance(self.cooldown_steps, bool) or self.cooldown_steps < 1:
             raise ValueError(

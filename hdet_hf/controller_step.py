@@ -6,8 +6,7 @@ defaults add on top of them for the LR.
 - Line search (``--hdet_controller_line_search_threshold``): far below the right LR, a passed raise is at least
   what the probe's line search allows (`line_search`).
 - Noise floor (``--hdet_controller_noise_floor``): with two replicas the train-loss vote is sized by its gap against
-  the loss's noise, not standardised to full size, and the probe's vote by its gap against the probe's noise
-  (``--hdet_controller_probe_noise_parts``; `noise_floor`).
+  the loss's noise, not standardised to full size (`noise_floor`).
 - Floor after the peak (``--hdet_controller_floor_after_peak``): once the schedule decays, no net cut
   (`peak_floor`).
 
@@ -24,7 +23,7 @@ from .centre_point import with_centre
 from .converge_stats import GatheredStats
 from .learning_rates import narrowed
 from .line_search import line_search_optimum
-from .noise_floor import probe_noise, score_noise
+from .noise_floor import score_noise
 from .registry import LR
 from .run_record import ConvergeReport
 
@@ -53,10 +52,7 @@ class ControllerStep:
         kind = self._paired_kind()
         caps = {LR: self.paired_votes.cap(kind)} if kind is not None else None
         noise = self._row_noise(gathered, both)
-        if noise is not None:  # rows: the train loss's, then the probe's (either may be the only one)
-            on_train = self.config.controller_signal == "train_loss"
-            report.loss_noise = noise[0] if both or on_train else None
-            report.probe_noise = None if on_train else noise[-1]
+        report.loss_noise = noise[0] if noise else None  # the train-loss row comes first
         infos = self.registry.update_controllers(
             active, gathered.multipliers, signal, gathered.scored, bases, self.settings, caps, noise=noise
         )
@@ -79,16 +75,14 @@ class ControllerStep:
             self.fitness.observe(signal, gathered.scored)
 
     def _row_noise(self: HDETEngine, gathered: GatheredStats, both: bool) -> list[float | None] | None:
-        """Each score row's temperature floor (`noise_floor`): the train loss's noise on its row, the probe's on a
-        probe's (None where the probe was scored in one piece); None when the run has no floor."""
+        """Each score row's temperature floor (`noise_floor`): the train loss's noise on its row, none on a
+        probe's; None when the run has no floor."""
         if not self.uses_noise_floor:
             return None
         noise = score_noise(gathered.loss_variances, gathered.scored)
-        parts = gathered.probe_parts
-        probe = probe_noise(parts, gathered.scored) if parts is not None and parts.shape[1] else None
         if both:
-            return [noise, probe]
-        return [noise if self.config.controller_signal == "train_loss" else probe]
+            return [noise, None]
+        return [noise if self.config.controller_signal == "train_loss" else None]
 
     def _paired_kind(self: HDETEngine) -> str | None:
         """At a regular converge: the kind of the interval that just ended while the two kinds alternate."""

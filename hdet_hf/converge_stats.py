@@ -2,8 +2,7 @@
 
 Each rank fills its own row (its window loss, the signal the controller scores it on, whether it is healthy
 and whether it is scored, its probe loss at the line's rebuilt centre (`centre_point`; NaN where unused), the variance of its window loss
-(`noise_floor`; NaN without an estimate), its multiplier of every explored hyperparameter, and, where the probe is
-scored in parts (`noise_floor.probe_noise`), its loss on each part); the converge's one
+(`noise_floor`; NaN without an estimate), and its multiplier of every explored hyperparameter); the converge's one
 all-reduce turns the rows into a ``[world_size, columns]`` table on every rank (`collectives.fused_average_`).
 This module only knows the layout: no torch.distributed here.
 
@@ -38,30 +37,22 @@ class GatheredStats:
     multipliers: dict[str, list[float]]  # per hyperparameter, every rank's multiplier in the interval
     centres: torch.Tensor  # float64: the probe loss at the line's centre as each rank rebuilt it (NaN: none)
     loss_variances: torch.Tensor  # float64: the variance of each rank's window loss (NaN: no estimate)
-    # float64 [world_size, parts]: each rank's probe loss on each part of the probe batch (NaN: none; 0 parts: unused)
-    probe_parts: torch.Tensor | None = None
 
     def excluded_ranks(self) -> list[int]:
         return [rank for rank, ok in enumerate(self.healthy.tolist()) if not ok]
 
 
 class StatsLayout:
-    """Columns of the gathered table: six fixed ones, one multiplier column per hyperparameter, then one per part of
-    the probe batch (``probe_parts``; none by default)."""
+    """Columns of the gathered table: six fixed ones, then one multiplier column per hyperparameter."""
 
     LOSS, SIGNAL, HEALTHY, SCORED, CENTRE, LOSS_VARIANCE = range(6)
     FIXED = 6
 
-    def __init__(self, names: Sequence[str], probe_parts: int = 0) -> None:
+    def __init__(self, names: Sequence[str]) -> None:
         self.names = list(names)
-        self.probe_parts = probe_parts
 
     @property
     def width(self) -> int:
-        return self.FIXED + len(self.names) + self.probe_parts
-
-    @property
-    def _parts_start(self) -> int:
         return self.FIXED + len(self.names)
 
     def row(
@@ -74,9 +65,8 @@ class StatsLayout:
         multipliers: Mapping[str, float],
         centre: float = math.nan,
         loss_variance: float = math.nan,
-        probe_parts: Sequence[float] | None = None,
     ) -> torch.Tensor:
-        """This rank's row (float64). ``probe_parts``: its loss on each part of the probe batch (None: NaN)."""
+        """This rank's row (float64)."""
         values = [0.0] * self.width
         values[self.LOSS] = loss
         values[self.SIGNAL] = signal
@@ -86,11 +76,6 @@ class StatsLayout:
         values[self.LOSS_VARIANCE] = loss_variance
         for i, name in enumerate(self.names):
             values[self.FIXED + i] = multipliers[name]
-        if self.probe_parts:
-            parts = list(probe_parts) if probe_parts is not None else [math.nan] * self.probe_parts
-            if len(parts) != self.probe_parts:
-                raise ValueError(f"Expected {self.probe_parts} probe part losses, but got {len(parts)}")
-            values[self._parts_start :] = parts
         return torch.tensor(values, dtype=torch.float64)
 
     def read(self, table: torch.Tensor) -> GatheredStats:
@@ -104,5 +89,4 @@ class StatsLayout:
             multipliers={name: table[:, self.FIXED + i].tolist() for i, name in enumerate(self.names)},
             centres=table[:, self.CENTRE],
             loss_variances=table[:, self.LOSS_VARIANCE],
-            probe_parts=table[:, self._parts_start :].double() if self.probe_parts else None,
         )

@@ -42,21 +42,14 @@ from .health import HDETDivergenceError, ReplicaHealth
 from .horizon import HorizonOffsets, PairedVotes, compares_by_offsets, horizon_decay
 from .learning_rates import LearningRates
 from .line_search import LineSearchRaise
-from .noise_floor import probe_noise_parts, uses_noise_floor
+from .noise_floor import uses_noise_floor
 from .outer import OuterStep
 from .peak_floor import PeakFloor
 from .process import rank_and_world_size
 from .registry import LR, ExploredValues, HyperparameterRegistry
 from .replica import ReplicaTensors
 from .run_record import ConvergeReport, RunRecorder, RunRecordViews, SyncReport
-from .score_window import (
-    AVERAGED_SIGNALS,
-    COOLDOWN_SIGNALS,
-    PROBE_ONLY_SIGNALS,
-    ScoreWindow,
-    probe_at,
-    probe_value,
-)
+from .score_window import AVERAGED_SIGNALS, COOLDOWN_SIGNALS, PROBE_ONLY_SIGNALS, ScoreWindow, probe_at
 
 __all__ = ["HDETEngine", "ConvergeReport", "SyncReport", "HDETDivergenceError", "STATE_VERSION"]
 
@@ -143,9 +136,6 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         self.centre_intact = False
         # With two replicas the train-loss vote's temperature is floored at that loss's noise (`noise_floor`).
         self.uses_noise_floor = uses_noise_floor(config, self.world_size)
-        # ... and the probe's vote at the probe's noise: the probe batch is scored in this many parts (0: one score).
-        self.probe_parts = probe_noise_parts(config, self.world_size)
-        self._probe_part_losses: list[float] | None = None  # this replica's, from its last own probe
         # --hdet_lr_fan_out_scale: step-size intervals (only ever alternating with a horizon) fan out narrower.
         self.lrs = LearningRates(
             optimizer, self.registry, self.recorder.record.lr_per_step,
@@ -247,7 +237,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         """Average replicas now. ``regular`` converges also run the controller and draw new permutations;
         forced ones (before evaluation/saving, at the end) only average, so every saved or evaluated
         model is the ensemble mean without changing the exploration schedule."""
-        layout = StatsLayout(self.registry.names, self.probe_parts)
+        layout = StatsLayout(self.registry.names)
         mine, probed = self._score(layout, regular)
         gathered = self._exchange(layout, mine, self._average_weight(layout, mine, regular))
         self.horizon.offsets_in_place = False  # every replica holds the average now
@@ -270,13 +260,9 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
             )
         # Scored before averaging: the probe compares the replicas that the interval produced, at their
         # current weights or (averaged signals) at their mean weights over the interval.
-        probe_loss = centre_loss = parts = None
+        probe_loss = centre_loss = None
         if probed:
-            self._probe_part_losses = None
             probe_loss = self._probe_loss(at_average=signal in AVERAGED_SIGNALS)
-            parts = self._probe_part_losses  # before the centre's probe replaces them
-            if parts is not None and len(parts) != self.probe_parts:
-                parts = None  # not the parts this run gathers (a user's probe): that vote has no floor
             if self.uses_centre and self._only_lr_differs():
                 centre_loss = self._centre_probe_loss(at_average=signal in AVERAGED_SIGNALS)
         self.window.average_count = 0
@@ -294,7 +280,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         multipliers = {name: self.multiplier(name, step=self.step) for name in layout.names}
         row = layout.row(
             loss=loss, signal=value, healthy=healthy, scored=scored, multipliers=multipliers,
-            centre=math.nan if centre_loss is None else centre_loss, loss_variance=loss_variance, probe_parts=parts,
+            centre=math.nan if centre_loss is None else centre_loss, loss_variance=loss_variance,
         )  # fmt: skip
         return row, probed
 
@@ -313,17 +299,10 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
             stepped = 1.0 if self.compares_over_horizon() else self.lrs.step_multiplier(LR, self.step, self.rank)
             start = 1.0 / stepped if self.config.cooldown_lr == "base" else 1.0
             return cooldown_score(
-                self.replica.params, self.optimizer, self.cooldown_loss_fn, self._run_probe,
+                self.replica.params, self.optimizer, self.cooldown_loss_fn, self.probe_fn,
                 self.config.cooldown_steps, self.cooldown_max_grad_norm, lr_scale=start,
             )
-        return self.window.score(self.replica.params, self._run_probe, at_average=at_average)
-
-    def _run_probe(self) -> float:
-        """``probe_fn()`` as one score; where it returns the losses of the probe batch's parts, they are kept for
-        the converge's statistics (`noise_floor.probe_noise`) and the score is their mean."""
-        assert self.probe_fn is not None
-        score, self._probe_part_losses = probe_value(self.probe_fn())
-        return score
+        return self.window.score(self.replica.params, self.probe_fn, at_average=at_average)
 
     def _only_lr_differs(self) -> bool:
         """Whether the replicas differ only in LR: another spread hyperparameter (e.g. weight decay, whose decoupled
@@ -350,7 +329,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
     def _probe_at(self, weights: list[torch.Tensor]) -> float:
         """The probe's loss with the trainable parameters swapped to ``weights``."""
         assert self.probe_fn is not None
-        return probe_at(self.replica.params, weights, self._run_probe)
+        return probe_at(self.replica.params, weights, self.probe_fn)
 
     def _is_healthy(self, window_loss: float | None, probe_loss: float | None) -> bool:
         """Whether this replica enters the average (`ReplicaHealth.healthy`; HSDP judges a group as one)."""

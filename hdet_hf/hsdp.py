@@ -274,7 +274,8 @@ class HSDPEngine(HDETEngine):
         window = self.window
         if at_average and window.average_count and window.average is not None:
             return self._probe_at(window.average)
-        loss = self._run_probe()
+        assert self.probe_fn is not None
+        loss = float(self.probe_fn())
         reshard(self._model)
         return self._group_mean(loss)
 
@@ -285,19 +286,15 @@ class HSDPEngine(HDETEngine):
         own = [t.clone() for t in local]
         try:
             torch._foreach_copy_(local, weights)
-            loss = self._run_probe()
+            loss = float(self.probe_fn())
         finally:
             reshard(self._model)  # drop the gathered weights
             torch._foreach_copy_(local, own)
         return self._group_mean(loss)
 
     def _group_mean(self, loss: float) -> float:
-        # Every rank of a group scores the same gathered weights on the same batch; the mean makes it exact. The
-        # parts' losses (`noise_floor.probe_noise`) ride in the same reduce.
-        parts = self._probe_part_losses or []
-        total, *part_totals = self._group_reduce([loss, *parts])
-        if parts:
-            self._probe_part_losses = [value / self.layout.shard_size for value in part_totals]
+        # Every rank of a group scores the same gathered weights on the same batch; the mean makes it exact.
+        (total,) = self._group_reduce([loss])
         return total / self.layout.shard_size
 
     def state_dict(self) -> dict[str, Any]:

@@ -45,8 +45,6 @@ class ConvergeReport:
     controller_active: bool = False
     # The train loss's noise that floored the vote's temperature (`noise_floor`; None: no floor at this converge).
     loss_noise: float | None = None
-    # The probe's noise that floored the probe vote's temperature (`noise_floor.probe_noise`; None: none).
-    probe_noise: float | None = None
     # The probe's line-search optimum m* at this converge (`line_search`; None: no fit).
     line_search_optimum: float | None = None
 
@@ -65,7 +63,6 @@ class ConvergeReport:
             "excluded_ranks": self.excluded_ranks,
             "controller_active": self.controller_active,
             "loss_noise": self.loss_noise,
-            "probe_noise": self.probe_noise,
             "line_search_optimum": self.line_search_optimum,
         }
 
@@ -89,8 +86,6 @@ class ConvergeReport:
             logs[f"hdet/weight_rank{rank}"] = weight
         if self.loss_noise is not None:
             logs["hdet/loss_noise"] = self.loss_noise
-        if self.probe_noise is not None:
-            logs["hdet/probe_noise"] = self.probe_noise
         logs["hdet/excluded_ranks"] = float(len(self.excluded_ranks))
         return logs
 

@@ -116,8 +116,8 @@ class HDETSchedule:
             ``i + 1``, before the per-rank multiplier.
         trajectory: one dict per converge, in order (``step``, ``base``, ``multipliers``, ``losses``,
             ``weights``, ``delta``, ``velocity``, ``excluded_ranks``; since session 27 also ``loss_noise``, the
-            train loss's noise that floored the vote, and ``line_search_optimum``, the probe's fitted ``m*``;
-            since session 28 ``probe_noise``, the probe's noise that floored its vote; each None where unused). With a comparison horizon
+            train loss's noise that floored the vote, and ``line_search_optimum``, the probe's fitted ``m*``,
+            each None where unused). With a comparison horizon
             (``config["comparison_horizon"]`` > 0, see ``--hdet_comparison_horizon``) an LR multiplier ``m``
             sets the rank's offset along the run's direction, not its step size (before
             ``config["comparison_horizon_start"]``: its step size, or with ``early_comparison`` "lower_of_both"

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["ScoreWindow", "probe_at", "probe_value", "AVERAGED_SIGNALS", "PROBE_ONLY_SIGNALS", "COOLDOWN_SIGNALS"]
+__all__ = ["ScoreWindow", "probe_at", "AVERAGED_SIGNALS", "PROBE_ONLY_SIGNALS", "COOLDOWN_SIGNALS"]
 
 # Controller signals scored at each replica's mean weights over the interval, and those that need no train loss.
 AVERAGED_SIGNALS = ("averaged_probe", "train_and_averaged_probe")
@@ -177,17 +177,3 @@ def probe_at(params: Sequence[torch.nn.Parameter], weights: Sequence[torch.Tenso
     finally:
         for p, own in zip(params, current):
             p.data = own
-
-
-def probe_value(value: Any) -> tuple[float, list[float] | None]:
-    """A probe's result as ``(score, parts)``: one loss (``parts`` None), or a 1-D tensor or sequence of the losses on
-    the probe batch's parts (`noise_floor.probe_noise`), whose mean is the score."""
-    if isinstance(value, torch.Tensor) and value.dim() == 0:
-        return float(value), None
-    if isinstance(value, (torch.Tensor, list, tuple)):
-        parts = [float(v) for v in value]
-        if not parts:
-            raise ValueError("Expected the probe to return a loss or the losses of one or more parts, but got none")
-        # fsum: the same bits whatever the order the parts were summed in.
-        return math.fsum(parts) / len(parts), parts
-    return float(value), None

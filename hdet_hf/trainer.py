@@ -277,10 +277,7 @@ class HDETTrainerMixin:
         self._register_hyperparameters(self.hdet_engine, raw_optimizer)
         # The probe batch is only needed when a controller compares replicas on it.
         if config.controller_signal != "train_loss" and any(h.auto for h in self.hdet_engine.hparams.values()):
-            engine = self.hdet_engine
-            engine.probe_fn = self._make_probe_fn(config.probe_size, engine.probe_parts)
-            # A probe batch smaller than the parts asked for has one part per example (the same count on every rank).
-            engine.probe_parts = getattr(engine.probe_fn, "parts", 0)
+            self.hdet_engine.probe_fn = self._make_probe_fn(config.probe_size)
             if config.controller_signal in COOLDOWN_SIGNALS:
                 if self.hdet_layout is not None:
                     # A cool-down on a sharded model would run FSDP's collectives inside the score: not built.
@@ -295,12 +292,8 @@ class HDETTrainerMixin:
         self.lr_scheduler = HDETLRScheduler(self.lr_scheduler, self.hdet_engine)
         return self.lr_scheduler
 
-    def _make_probe_fn(self, size: int, parts: int = 0):
-        """Loss of this replica on one batch that is identical on every rank (held-out data if there is any).
-
-        With ``parts`` >= 2 (`noise_floor.probe_noise`) the batch is scored in that many contiguous parts of
-        near-equal size (at most one per example) and the probe returns their losses (a float64 tensor); one
-        forward per part, so the parts are scored exactly as the whole batch would be."""
+    def _make_probe_fn(self, size: int):
+        """Loss of this replica on one batch that is identical on every rank (held-out data if there is any)."""
         dataset, problems = None, []
         # The eval set if it can give a batch, else the train set (the help text of the flag says so).
         for name, candidate in (("eval_dataset", self.eval_dataset), ("train_dataset", self.train_dataset)):
@@ -325,15 +318,8 @@ class HDETTrainerMixin:
         if hasattr(dataset, "select"):  # a datasets.Dataset: drop the columns the model does not take
             dataset = self._remove_unused_columns(dataset.select(range(count)), description="probe")
         batch = self._prepare_inputs(self.data_collator([dataset[i] for i in range(count)]))
-        # Each part collated on its own (padding to its own longest), as a batch of those examples would be.
-        bounds = [round(i * count / parts) for i in range(parts + 1)] if parts >= 2 and count >= 2 else []
-        pieces = [
-            self._prepare_inputs(self.data_collator([dataset[i] for i in range(start, end)]))
-            for start, end in zip(bounds, bounds[1:])
-            if end > start
-        ]
 
-        def probe() -> float | torch.Tensor:
+        def probe() -> float:
             model = self.model
             was_training = model.training
             model.eval()
@@ -342,16 +328,12 @@ class HDETTrainerMixin:
             smoother, self.label_smoother = self.label_smoother, None
             try:
                 with torch.no_grad(), self.compute_loss_context_manager():
-                    if pieces:
-                        return torch.tensor(
-                            [float(self.compute_loss(model, dict(piece))) for piece in pieces], dtype=torch.float64
-                        )
-                    return float(self.compute_loss(model, dict(batch)))
+                    loss = self.compute_loss(model, dict(batch))
             finally:
                 self.label_smoother = smoother
                 model.train(was_training)
+            return float(loss)
 
-        probe.parts = len(pieces)  # type: ignore[attr-defined]
         return probe
 
     def _make_cooldown_loss_fn(self, probe_size: int, batch_size: int, seed: int) -> Callable[[int], torch.Tensor]:

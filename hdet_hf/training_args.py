@@ -94,7 +94,6 @@ class HDETTrainingArguments(TrainingArguments):
     hdet_controller_temperature: float = hdet_field("controller_temperature")
     hdet_controller_temperature_mode: str = hdet_field("controller_temperature_mode")
     hdet_controller_noise_floor: str = hdet_field("controller_noise_floor")
-    hdet_controller_probe_noise_parts: int = hdet_field("controller_probe_noise_parts")
     hdet_controller_lr: float = hdet_field("controller_lr")
     hdet_controller_momentum: float = hdet_field("controller_momentum")
     hdet_controller_update: str = hdet_field("controller_update")

@@ -248,42 +248,6 @@ def test_two_replicas_size_the_train_loss_vote_by_its_noise(tmp_path):
     assert ranks[0]["resumed"]["converges"] == small
 
 
-def test_two_replicas_size_the_probe_vote_by_its_paired_part_noise(tmp_path):
-    """`noise_floor.probe_noise` on 2 processes: the probe returns 8 part losses; each converge's probe score is
-    their mean, and its noise the standard error of the paired part gap over sqrt 2, computed here from the parts
-    both replicas returned; the weights are the softmax of ``(mean - score) / max(spread, noise)``. A gap within
-    the noise votes smaller than full-size, a large one full-size; with the parts off, or a probe that returns one
-    number, every vote is full-size and no noise is reported."""
-    skip_unless_backend_fits(2)
-    torchrun("engine_worker.py", 2, ["probe_noise", str(tmp_path)])
-    ranks = load_ranks(tmp_path, 2)
-    for name in ("small", "large", "off", "one_number"):
-        assert ranks[1][name]["converges"] == ranks[0][name]["converges"], name
-    for run in ("small", "large"):
-        converges = ranks[0][run]["converges"]
-        assert len(converges) == 4 and ranks[0][run]["probe_parts"] == 8
-        for c in converges:
-            parts = [next(p["parts"] for p in ranks[r][run]["returned"] if p["step"] == c["step"]) for r in range(2)]
-            gap = np.array(parts[0]) - np.array(parts[1])
-            assert c["probe_losses"] == pytest.approx([np.mean(p) for p in parts], rel=1e-6)  # float32 table
-            assert c["probe_noise"] == pytest.approx(math.sqrt(np.var(gap, ddof=1) / 8 / 2), rel=1e-5)
-            assert c["loss_noise"] is None  # the train loss is not a row of this signal
-            scores = np.array(c["probe_losses"])
-            logits = (scores.mean() - scores) / max(np.std(scores), c["probe_noise"])
-            assert c["weights"] == pytest.approx(list(np.exp(logits) / np.exp(logits).sum()), rel=1e-6)
-    small, large = ranks[0]["small"]["converges"], ranks[0]["large"]["converges"]
-    # Within the noise the vote shrinks with the gap (a gap of noise alone can still reach twice the noise).
-    assert all(max(c["weights"]) <= 0.8808 + 1e-4 for c in small)
-    assert sum(max(c["weights"]) < 0.75 for c in small) >= 2
-    assert all(max(c["weights"]) == pytest.approx(0.8808, abs=1e-4) for c in large)
-    for run in ("off", "one_number"):
-        converges = ranks[0][run]["converges"]
-        assert len(converges) == 4
-        assert all(c["probe_noise"] is None and max(c["weights"]) == pytest.approx(0.8808, abs=1e-4) for c in converges)
-    assert ranks[0]["off"]["probe_parts"] == 0 and ranks[0]["one_number"]["probe_parts"] == 8
-    assert abs(ranks[0]["off"]["converges"][-1]["scale"] - 1.0) > abs(small[-1]["scale"] - 1.0)
-
-
 def test_onecycleautolr_spreads_and_averages_across_processes(tmp_path):
     gloo_only()
     torchrun("engine_worker.py", 2, ["onecycle", str(tmp_path)])

@@ -87,28 +87,6 @@ def test_two_replica_groups_floor_the_vote_at_the_group_losss_noise(local_run):
     assert checked >= 2
 
 
-def test_two_replica_groups_floor_the_probe_vote_at_the_paired_part_noise(local_run):
-    """`noise_floor.probe_noise` with 2 replica groups: each group's part losses are the mean over its ranks (one
-    full forward each on the gathered weights); the noise is the standard error of the groups' paired part gap over
-    sqrt 2, identical on every rank."""
-    ranks, _ = local_run
-    groups = groups_of(ranks)
-    checked = 0
-    for step in range(1, STEPS + 1):
-        noise = ranks[0]["steps"][step].get("probe_noise")
-        assert all(r["steps"][step].get("probe_noise") == noise for r in ranks)
-        if noise is None:
-            continue
-        group_parts = []
-        for members in groups.values():
-            per_rank = [next(p for s, p in reversed(r["probe_parts"]) if s == step) for r in members]
-            group_parts.append(torch.tensor(per_rank, dtype=torch.float64).mean(0))
-        gap = group_parts[0] - group_parts[1]
-        assert noise == pytest.approx(float((gap.var(unbiased=True) / 4 / 2) ** 0.5), rel=1e-5)
-        checked += 1
-    assert checked >= 2
-
-
 def cross_group(ranks: list[dict], phase: str) -> list[tuple]:
     """Collectives of ``phase`` whose group spans more than one replica group."""
     found = []

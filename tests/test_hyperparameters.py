@@ -756,35 +756,3 @@ def test_hparam_direction_judges_the_move_against_the_local_ground_truth(tmp_pat
         in (tmp_path / "results.md").read_text()
     )
     assert (tmp_path / "base_overfit.png").stat().st_size > 0
-
-
-def test_the_trainer_scores_the_probe_in_parts_as_batches_of_those_examples(tmp_path):
-    """`noise_floor.probe_noise` needs the probe's loss on each part of its batch: the Trainer's probe returns one
-    loss per contiguous part (the model's own loss on those examples, in eval mode), and the engine's score is their
-    mean. A batch smaller than the parts asked for gives one part per example, and the engine gathers that many."""
-    ids = torch.randint(0, 64, (8, 16), generator=torch.Generator().manual_seed(1)).tolist()
-    data = [{"input_ids": x, "labels": x} for x in ids]
-    for size, parts, bounds in ((6, 4, [0, 2, 3, 4, 6]), (3, 8, [0, 1, 2, 3])):
-        trainer = _trainer(
-            tmp_path, tiny_gpt2(), hdet_gradient_sync="shared", hdet_auto_lr=True, hdet_probe_size=size,
-            hdet_controller_signal="probe", hdet_controller_noise_floor="always", hdet_controller_probe_noise_parts=parts,
-        )  # fmt: skip
-        trainer.eval_dataset = data
-        _set_up(trainer)
-        engine = trainer.hdet_engine
-        assert engine.probe_parts == len(bounds) - 1
-        losses = engine.probe_fn()
-        model = trainer.model.eval()
-        with torch.no_grad():
-            expected = [
-                float(model(input_ids=torch.tensor(ids[a:b]), labels=torch.tensor(ids[a:b])).loss)
-                for a, b in zip(bounds, bounds[1:])
-            ]
-        assert losses.dtype == torch.float64 and losses.tolist() == pytest.approx(expected, rel=1e-6)
-        assert engine._run_probe() == pytest.approx(sum(expected) / len(expected), rel=1e-6)
-        assert engine._probe_part_losses == pytest.approx(expected, rel=1e-6)
-    # Without a floor (one process, the default two_replicas), one loss on the whole batch as before.
-    trainer = _trainer(tmp_path, tiny_gpt2(), hdet_gradient_sync="shared", hdet_auto_lr=True, hdet_controller_signal="probe")
-    trainer.eval_dataset = data
-    _set_up(trainer)
-    assert trainer.hdet_engine.probe_parts == 0 and isinstance(trainer.hdet_engine.probe_fn(), float)

@@ -9,9 +9,8 @@ import torch
 
 from hdet_hf import HDETConfig
 from hdet_hf.controller import ControllerSettings, ControllerState, controller_step, loss_weights
-from hdet_hf.converge_stats import StatsLayout
-from hdet_hf.noise_floor import probe_noise, probe_noise_parts, score_noise, uses_noise_floor
-from hdet_hf.score_window import ScoreWindow, probe_value
+from hdet_hf.noise_floor import score_noise, uses_noise_floor
+from hdet_hf.score_window import ScoreWindow
 
 
 def _window(step_losses, items, micro_batches=1):
@@ -140,78 +139,3 @@ def test_the_noise_is_the_root_mean_variance_of_the_scored_replicas():
     assert score_noise(torch.tensor([0.04, float("nan")]), torch.tensor([True, True])) is None
     assert score_noise(torch.tensor([0.04, float("nan")]), torch.tensor([True, False])) == pytest.approx(0.2)
     assert score_noise(variances, torch.tensor([False, False, False])) is None
-
-
-def test_the_probe_noise_is_the_standard_error_of_the_paired_part_gap_over_root_two():
-    rng = np.random.default_rng(2)
-    shared = 0.5 + 0.3 * rng.standard_normal(8)  # what every replica's part losses have in common cancels
-    a, b = shared + 0.01 * rng.standard_normal(8), shared + 0.02 + 0.01 * rng.standard_normal(8)
-    parts = torch.tensor(np.stack([a, b]))
-    expected = math.sqrt(np.var(a - b, ddof=1) / 8 / 2)
-    assert probe_noise(parts, torch.tensor([True, True])) == pytest.approx(expected, rel=1e-12)
-    # Far below the unpaired spread of the parts: the shared per-example difficulty does not count.
-    assert probe_noise(parts, torch.tensor([True, True])) < np.std(a, ddof=1) / math.sqrt(8) / 5
-    # Three replicas: the mean over the three pairs' gap variances.
-    c = shared - 0.01 + 0.01 * rng.standard_normal(8)
-    pairs = [(a, b), (a, c), (b, c)]
-    three = math.sqrt(np.mean([np.var(x - y, ddof=1) / 8 for x, y in pairs]) / 2)
-    assert probe_noise(torch.tensor(np.stack([a, b, c])), torch.tensor([True] * 3)) == pytest.approx(three, rel=1e-12)
-
-
-def test_no_probe_noise_without_two_scored_replicas_with_every_part_finite():
-    parts = torch.tensor([[0.5, 0.6, 0.7], [0.52, 0.61, 0.69], [0.4, float("nan"), 0.5]], dtype=torch.float64)
-    assert probe_noise(parts, torch.tensor([True, False, True])) is None  # one with NaN, one not scored
-    assert probe_noise(parts, torch.tensor([True, True, True])) == probe_noise(parts[:2], torch.tensor([True, True]))
-    assert probe_noise(parts[:, :1], torch.tensor([True, True, False])) is None  # one part: no spread
-    assert probe_noise(torch.zeros(2, 0, dtype=torch.float64), torch.tensor([True, True])) is None
-
-
-def test_which_runs_score_the_probe_in_parts():
-    assert probe_noise_parts(HDETConfig(), 2) == 8
-    assert probe_noise_parts(HDETConfig(controller_probe_noise_parts=4), 2) == 4
-    assert probe_noise_parts(HDETConfig(), 4) == 0  # no floor at 4 replicas by default
-    assert probe_noise_parts(HDETConfig(controller_noise_floor="always"), 4) == 8
-    assert probe_noise_parts(HDETConfig(controller_probe_noise_parts=0), 2) == 0
-    assert probe_noise_parts(HDETConfig(controller_noise_floor="off"), 2) == 0
-    assert probe_noise_parts(HDETConfig(controller_signal="train_loss"), 2) == 0
-    for bad in (1, -2, 2.5, True):
-        with pytest.raises(ValueError, match="--hdet_controller_probe_noise_parts must be (0|a number)"):
-            HDETConfig(controller_probe_noise_parts=bad)
-
-
-def test_a_probe_result_is_one_loss_or_the_parts_with_their_mean():
-    assert probe_value(0.25) == (0.25, None)
-    assert probe_value(torch.tensor(0.5)) == (0.5, None)
-    score, parts = probe_value(torch.tensor([0.1, 0.2, 0.6], dtype=torch.float64))
-    assert parts == pytest.approx([0.1, 0.2, 0.6]) and score == pytest.approx(0.3, rel=1e-15)
-    with pytest.raises(ValueError, match="losses of one or more parts"):
-        probe_value(torch.tensor([]))
-
-
-def test_the_part_losses_travel_in_their_own_columns_after_the_multipliers():
-    layout = StatsLayout(["lr", "dropout"], probe_parts=3)
-    assert layout.width == 6 + 2 + 3
-    row = layout.row(
-        loss=1.0, signal=0.5, healthy=True, scored=True, multipliers={"lr": 0.75, "dropout": 1.0},
-        probe_parts=[0.4, 0.5, 0.6],
-    )  # fmt: skip
-    other = layout.row(loss=1.1, signal=0.6, healthy=True, scored=False, multipliers={"lr": 1.25, "dropout": 1.0})
-    table = layout.read(torch.stack([row, other]))
-    assert table.multipliers == {"lr": [0.75, 1.25], "dropout": [1.0, 1.0]}
-    assert table.probe_parts[0].tolist() == [0.4, 0.5, 0.6] and torch.isnan(table.probe_parts[1]).all()
-    assert StatsLayout(["lr"]).read(torch.stack([StatsLayout(["lr"]).row(
-        loss=1.0, signal=1.0, healthy=True, scored=True, multipliers={"lr": 1.0})])).probe_parts is None
-    with pytest.raises(ValueError, match="Expected 3 probe part losses, but got 2"):
-        layout.row(loss=1.0, signal=1.0, healthy=True, scored=True, multipliers={"lr": 1, "dropout": 1}, probe_parts=[1, 2])
-
-
-def test_a_probe_gap_within_its_noise_gives_a_small_vote_and_a_clear_one_a_full_vote():
-    settings = ControllerSettings(lr=1.0, momentum=0.0, combination="mean")
-    m = torch.tensor([0.75, 1.25])
-    rows = torch.tensor([[1.02, 1.00], [0.345, 0.331]])  # train loss, probe: both favour the high LR
-    _, plain = controller_step(ControllerState(), m, rows, settings, base_value=1.0)
-    _, noisy = controller_step(ControllerState(), m, rows, settings, base_value=1.0, noise=[None, 0.02])
-    _, clear = controller_step(ControllerState(), m, rows, settings, base_value=1.0, noise=[None, 0.001])
-    assert noisy["row_deltas"][0] == plain["row_deltas"][0]  # the train row is not floored here
-    assert 0 < noisy["row_deltas"][1] < plain["row_deltas"][1] / 2
-    assert clear["row_deltas"] == plain["row_deltas"]

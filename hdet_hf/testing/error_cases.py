@@ -511,11 +511,6 @@ CASES: list[ErrorCase] = [
         controller_noise_floor="sometimes",
     ),
     _config(
-        "controller_probe_noise_parts=1",
-        r"--hdet_controller_probe_noise_parts must be 0 \(no probe noise floor\) or an integer >= 2 \(a spread needs two parts\), but got 1",
-        controller_probe_noise_parts=1,
-    ),
-    _config(
         'controller_temperature_mode="auto"',
         r"--hdet_controller_temperature_mode must be one of adaptive, fixed",
         controller_temperature_mode="auto",

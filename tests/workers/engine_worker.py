@@ -598,47 +598,6 @@ def scenario_noise_floor(rank: int, world: int) -> dict:
     }
 
 
-def scenario_probe_noise(rank: int, world: int) -> dict:
-    """Two replicas scored on a probe that returns the losses of 8 parts: part ``k`` is ``base_k + gap x (rank's
-    multiplier - 1) + noise``, ``base_k`` shared (the examples' difficulty), the noise a fixed sequence per rank and
-    part (sd 0.02). Records every regular converge's report and the parts each rank's probe returned. Runs: a small
-    gap (within the noise), a large one, the parts switched off (``controller_probe_noise_parts=0``) and a user's
-    probe that returns one number."""
-
-    def run(gap: float, parts: int = 8, one_number: bool = False) -> dict:
-        model = nn.Linear(1, 1, bias=False).to(device())
-        config = HDETConfig(
-            sync_interval=5, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, controller_signal="probe",
-            controller_probe_noise_parts=parts, explore_until=1.0, controller_line_search_threshold=0.0,
-        )  # fmt: skip
-        engine = HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-3), total_steps=20)
-        generator = torch.Generator().manual_seed(200 + rank)
-        base = torch.linspace(0.3, 1.0, 8, dtype=torch.float64)
-        returned = []
-
-        def probe():
-            noise = 0.02 * torch.randn(8, generator=generator, dtype=torch.float64)
-            values = base + gap * (engine.multiplier() - 1.0) + noise
-            returned.append({"step": engine.step, "parts": values.tolist()})
-            return float(values.mean()) if one_number else values
-
-        engine.probe_fn = probe
-        engine.apply_lr([1e-3])
-        converges = []
-        for _ in range(20):
-            engine.add_loss(torch.tensor(1.0, device=device()), 4)
-            report = engine.end_step()
-            engine.apply_lr([1e-3])
-            if report is not None and report.regular:
-                converges.append({
-                    "step": report.step, "probe_losses": report.probe_losses, "weights": report.weights,
-                    "probe_noise": report.probe_noise, "loss_noise": report.loss_noise, "scale": report.scale["lr"],
-                })  # fmt: skip
-        return {"returned": returned, "converges": converges, "probe_parts": engine.probe_parts}
-
-    return {"small": run(0.005), "large": run(0.5), "off": run(0.005, parts=0), "one_number": run(0.005, one_number=True)}
-
-
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     init_process_group()

@@ -112,18 +112,12 @@ def main() -> None:
         auto_lr_warmup_steps=1,
         # The default signal: a shared probe batch scored at each group's interval-mean weights, plus train loss.
         controller_signal="train_and_averaged_probe",
-        controller_probe_noise_parts=4,  # the probe below returns one loss per example of its 4
     )
     probe_x, probe_y = (t.to(device) for t in batch(0, 999))  # the same batch on every rank
 
-    returned: list = []  # (engine step, the parts' losses) of every probe call on this rank
-
     @torch.no_grad()
-    def probe() -> torch.Tensor:
-        # The losses of the batch's parts (one example each; `noise_floor.probe_noise`): their mean is the MSE.
-        per_example = ((model(probe_x) - probe_y) ** 2).mean(dim=1).double()  # the sharded model (bound below)
-        returned.append((hdet.engine.step, per_example.cpu().tolist()))
-        return per_example
+    def probe() -> float:
+        return float(nn.functional.mse_loss(model(probe_x), probe_y))  # the sharded model (bound below)
 
     hdet = HDETAccelerate(accelerator, config, total_steps=args.steps)
     model, optimizer, scheduler = hdet.prepare(model, optimizer, probe_fn=probe if args.auto_lr else None)
@@ -162,14 +156,12 @@ def main() -> None:
             "scale": hdet.engine.controllers["lr"].scale,
             "loss": float(loss),
             "loss_noise": report.loss_noise if report is not None else None,
-            "probe_noise": report.probe_noise if report is not None else None,
         }
         if args.save_at and step == int(args.save_at[0]):
             phase[0] = "save"
             hdet.save_checkpoint(args.save_at[1])
             out["steps"][step]["post"] = [local_data(p).cpu().clone() for p in model.parameters()]
     out["collectives"] = log
-    out["probe_parts"] = returned
     out["replica_rank"] = hdet.layout.replica_rank
     out["shard_rank"] = hdet.layout.shard_rank
     out["replicate_ranks"] = dist.get_process_group_ranks(hdet.layout.replicate_group)
