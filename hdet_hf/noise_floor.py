@@ -10,7 +10,9 @@ the LR as far as a real signal would (BENCHMARKS.md, reading 32). With the floor
 votes full-size, a smaller one proportionally less.
 
 Only the train-loss row has a noise estimate (each rank's own batches). The probe scores every replica on the same
-batch, so its differences are not sampling noise of that kind and keep the plain adaptive temperature. With three
+batch, so its differences are not sampling noise of that kind and keep the plain adaptive temperature: scored in
+parts, the probe's paired noise was 2-50x below its gaps, and a floor at it changed no result (BENCHMARKS.md,
+reading 33). With three
 or more replicas the standardised scores keep their shape (noise votes point different ways and partly cancel),
 so ``two_replicas``, the default, leaves those runs as they were.
 
