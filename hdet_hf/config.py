@@ -194,6 +194,16 @@ class HDETConfig:
             "choices": list(NOISE_FLOORS),
         },
     )
+    controller_abstain_within_noise: bool = field(
+        default=False,
+        metadata={
+            "help": "Where a vote is floored at its noise (--hdet_controller_noise_floor), a gap within that noise "
+            "(the floor binds: the replicas' spread is below the noise) is no vote at all instead of a smaller one: "
+            "that row's hypergradient is 0, so with --hdet_controller_signal_combination agree or agree_mean the "
+            "controller holds (the line search may still break the tie). Off: the vote shrinks with the gap "
+            "(session 27)."
+        },
+    )
     controller_lr: float = field(
         default=1.5,
         metadata={

@@ -15,7 +15,8 @@ LR grow ~1.3x per converge). Two update rules:
 - ``multiplicative`` (default): delta measured on ``log m_r``, ``log(scale) += lambda * v``. Scale-free and
   always positive. With ``raise_gain`` g, a move up (v > 0) is ``g * lambda * v``.
 Ranks flagged unhealthy (non-finite loss) get weight 0: their multiplier counts as the worst.
-With ``noise`` per score row (`noise_floor`), the adaptive temperature's spread is floored at that row's noise.
+With ``noise`` per score row (`noise_floor`), the adaptive temperature's spread is floored at that row's noise. With
+``abstain_within_noise`` a row whose spread is below its floor votes 0 (no direction) instead of a smaller vote.
 
 Example:
     >>> import torch
@@ -40,6 +41,7 @@ __all__ = [
     "ControllerSettings",
     "ControllerState",
     "loss_weights",
+    "within_noise",
     "controller_step",
     "combine_votes",
     "reference_gamma",
@@ -59,6 +61,8 @@ class ControllerSettings:
     raise_gain: float = 1.0
     # How several rows of scores (train loss and a probe) make one hypergradient: see `combine_votes`.
     combination: str = "mean"
+    # A row whose gap is within its noise floor votes 0 instead of a smaller vote (`noise_floor`).
+    abstain_within_noise: bool = False
 
     @classmethod
     def from_config(cls, config: Any) -> ControllerSettings:
@@ -72,6 +76,7 @@ class ControllerSettings:
             max_factor=config.controller_max_factor,
             raise_gain=config.controller_raise_gain,
             combination=config.controller_signal_combination,
+            abstain_within_noise=config.controller_abstain_within_noise,
         )
 
 
@@ -117,6 +122,19 @@ def loss_weights(
     return torch.softmax(logits, dim=0)
 
 
+def within_noise(
+    losses: torch.Tensor, noise: float | None, mode: str, healthy: torch.Tensor | None = None
+) -> bool:
+    """Whether a row's noise floor binds (`loss_weights`): the healthy replicas' spread of ``losses`` is below
+    ``noise``, so their gap is within the noise (adaptive temperature only; False without a floor)."""
+    if noise is None or mode != "adaptive":
+        return False
+    losses = losses.double()
+    ok = torch.isfinite(losses) if healthy is None else healthy & torch.isfinite(losses)
+    good = losses[ok]
+    return good.numel() > 1 and float(good.std(unbiased=False)) < noise
+
+
 def controller_step(
     state: ControllerState,
     multipliers: torch.Tensor,
@@ -155,7 +173,15 @@ def controller_step(
     # The hypergradient is measured on log multipliers (multiplicative) or on the values themselves.
     signal = m.log() if settings.update == "multiplicative" else base_value * m
     row_deltas = [float((w * signal).sum() - signal.mean()) for w in row_weights]
-    if settings.combination == "mean":
+    abstained = [
+        settings.abstain_within_noise and within_noise(row, floor, settings.temperature_mode, healthy)
+        for row, floor in zip(rows, floors)
+    ]
+    if any(abstained):
+        # A gap inside the noise says nothing about the direction: that row votes 0 (`noise_floor`).
+        row_deltas = [0.0 if quiet else d for d, quiet in zip(row_deltas, abstained)]
+        delta = raw_delta = combine_votes(row_deltas, settings.combination)
+    elif settings.combination == "mean":
         # The mean of the rows' hypergradients, computed from the mean weights as it always was (bit for bit).
         delta = raw_delta = float((weights * signal).sum() - signal.mean())
     else:
@@ -180,6 +206,7 @@ def controller_step(
     scale = min(max(scale, low), high)
     info = {
         "weights": weights.tolist(), "delta": delta, "raw_delta": raw_delta, "row_deltas": row_deltas,
+        "abstained": abstained,
         "velocity": velocity, "scale": scale,
     }
     return ControllerState(scale=scale, velocity=velocity), info

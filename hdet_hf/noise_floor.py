@@ -7,7 +7,8 @@ by a tenth of their noise or by ten times it. A run of such noise votes that hap
 the LR as far as a real signal would (BENCHMARKS.md, reading 32). With the floor the temperature is
 ``temperature x max(spread, noise)``, where ``noise`` is the standard deviation of one replica's window loss
 (`score_window.ScoreWindow.mean_variance`, averaged over the scored replicas): a gap beyond twice the noise still
-votes full-size, a smaller one proportionally less.
+votes full-size, a smaller one proportionally less, or with ``--hdet_controller_abstain_within_noise`` not at all (the
+row's vote is 0, so an agreement rule holds).
 
 Only the train-loss row has a noise estimate (each rank's own batches). The probe scores every replica on the same
 batch, so its differences are not sampling noise of that kind and keep the plain adaptive temperature: scored in

@@ -211,7 +211,7 @@ def test_two_replicas_size_the_train_loss_vote_by_its_noise(tmp_path):
     skip_unless_backend_fits(2)
     torchrun("engine_worker.py", 2, ["noise_floor", str(tmp_path)])
     ranks = load_ranks(tmp_path, 2)
-    for name in ("small", "large", "off", "accumulated", "resumed"):
+    for name in ("small", "large", "off", "accumulated", "resumed", "abstain", "abstain_large"):
         assert ranks[1][name]["converges"] == ranks[0][name]["converges"], name
 
     def expected_noise(run: str, step: int) -> float:
@@ -246,6 +246,20 @@ def test_two_replicas_size_the_train_loss_vote_by_its_noise(tmp_path):
     for a, b in zip(small, accumulated):
         assert b["loss_noise"] == pytest.approx(a["loss_noise"], rel=1e-6)
     assert ranks[0]["resumed"]["converges"] == small
+    # --hdet_controller_abstain_within_noise: the same weights (the same fed losses), but a gap within the noise
+    # (spread below it) is no vote: delta 0 there, the shrunk vote's delta elsewhere; a large gap votes as before.
+    abstain = ranks[0]["abstain"]["converges"]
+    within = [np.std(c["losses"]) < c["loss_noise"] for c in small]
+    assert any(within) and not all(within)
+    previous = None
+    for quiet, a, b in zip(within, small, abstain):
+        assert b["weights"] == a["weights"] and b["loss_noise"] == a["loss_noise"]
+        vote = 0.0 if quiet else a["delta"]
+        # Until 30 % of the run (step 6) the move is the lower of this vote and the previous one
+        # (`horizon.PairedVotes`): the interval ending at step 10 started at step 5.
+        assert b["delta"] == (min(vote, previous) if b["step"] == 10 else vote)
+        previous = b["delta"]
+    assert [c["delta"] for c in ranks[0]["abstain_large"]["converges"]] == [c["delta"] for c in large]
 
 
 def test_onecycleautolr_spreads_and_averages_across_processes(tmp_path):

@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from hdet_hf import HDETConfig
-from hdet_hf.controller import ControllerSettings, ControllerState, controller_step, loss_weights
+from hdet_hf.controller import (
+    ControllerSettings,
+    ControllerState,
+    controller_step,
+    loss_weights,
+    within_noise,
+)
 from hdet_hf.noise_floor import score_noise, uses_noise_floor
 from hdet_hf.score_window import ScoreWindow
 
@@ -139,3 +145,37 @@ def test_the_noise_is_the_root_mean_variance_of_the_scored_replicas():
     assert score_noise(torch.tensor([0.04, float("nan")]), torch.tensor([True, True])) is None
     assert score_noise(torch.tensor([0.04, float("nan")]), torch.tensor([True, False])) == pytest.approx(0.2)
     assert score_noise(variances, torch.tensor([False, False, False])) is None
+
+
+def test_with_abstention_a_gap_within_the_noise_is_no_vote_and_agreement_holds():
+    settings = ControllerSettings(lr=1.0, momentum=0.0, combination="agree_mean", abstain_within_noise=True)
+    m = torch.tensor([0.75, 1.25])
+    rows = torch.tensor([[1.02, 1.00], [0.52, 0.50]])  # train loss, probe: both favour the high LR
+    _, quiet = controller_step(ControllerState(), m, rows, settings, base_value=1.0, noise=[0.05, None])
+    assert quiet["abstained"] == [True, False] and quiet["row_deltas"][0] == 0.0 and quiet["row_deltas"][1] > 0
+    assert quiet["delta"] == 0.0 and quiet["scale"] == 1.0  # one row without a direction: agree_mean holds
+    # Shrinking instead (the default): the agreeing small vote still moves the scale up.
+    shrink = ControllerSettings(lr=1.0, momentum=0.0, combination="agree_mean")
+    _, small = controller_step(ControllerState(), m, rows, shrink, base_value=1.0, noise=[0.05, None])
+    assert small["abstained"] == [False, False] and small["delta"] > 0 and small["scale"] > 1.0
+    # A gap beyond twice the noise is a vote in both modes, bit for bit the same.
+    _, clear = controller_step(ControllerState(), m, rows, settings, base_value=1.0, noise=[0.005, None])
+    _, clear_shrink = controller_step(ControllerState(), m, rows, shrink, base_value=1.0, noise=[0.005, None])
+    assert clear["abstained"] == [False, False] and clear["delta"] == clear_shrink["delta"] > 0
+    # With the mean combination the quiet row counts as 0 in the mean; with no floor nothing abstains.
+    mean = ControllerSettings(lr=1.0, momentum=0.0, combination="mean", abstain_within_noise=True)
+    _, halved = controller_step(ControllerState(), m, rows, mean, base_value=1.0, noise=[0.05, None])
+    assert halved["delta"] == pytest.approx(halved["row_deltas"][1] / 2)
+    _, unfloored = controller_step(ControllerState(), m, rows, settings, base_value=1.0)
+    _, unfloored_shrink = controller_step(ControllerState(), m, rows, shrink, base_value=1.0)
+    assert unfloored == unfloored_shrink
+
+
+def test_a_row_is_within_its_noise_when_its_healthy_spread_is_below_the_floor():
+    assert within_noise(torch.tensor([1.02, 1.00]), 0.05, "adaptive")
+    assert not within_noise(torch.tensor([1.2, 1.0]), 0.05, "adaptive")  # spread 0.1
+    assert not within_noise(torch.tensor([1.02, 1.00]), None, "adaptive")
+    assert not within_noise(torch.tensor([1.02, 1.00]), 0.05, "fixed")
+    # Unhealthy or non-finite ranks do not count; one healthy rank has no spread to compare.
+    assert within_noise(torch.tensor([1.02, 9.0, 1.00]), 0.05, "adaptive", torch.tensor([True, False, True]))
+    assert not within_noise(torch.tensor([1.0, float("nan")]), 0.05, "adaptive")

@@ -556,12 +556,15 @@ def scenario_noise_floor(rank: int, world: int) -> dict:
     noise) and a large one, the floor off, two micro-batches per step (gradient accumulation: same step means),
     and resumed from a checkpoint inside an interval."""
 
-    def run(gap: float, floor: str = "two_replicas", micro_batches: int = 1, resume_at: int | None = None) -> dict:
+    def run(
+        gap: float, floor: str = "two_replicas", micro_batches: int = 1, resume_at: int | None = None, abstain: bool = False
+    ) -> dict:
         def engine_for() -> tuple[HDETEngine, nn.Linear]:
             model = nn.Linear(1, 1, bias=False).to(device())
             config = HDETConfig(
                 sync_interval=5, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, controller_signal="train_loss",
                 controller_noise_floor=floor, explore_until=1.0, controller_line_search_threshold=0.0,
+                controller_abstain_within_noise=abstain,
             )  # fmt: skip
             return HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-3), total_steps=20), model
 
@@ -586,6 +589,7 @@ def scenario_noise_floor(rank: int, world: int) -> dict:
                 converges.append({
                     "step": report.step, "losses": report.losses, "weights": report.weights,
                     "loss_noise": report.loss_noise, "multipliers": report.multipliers["lr"], "scale": report.scale["lr"],
+                    "delta": report.delta["lr"],
                 })  # fmt: skip
         return {"fed": fed, "converges": converges}
 
@@ -595,6 +599,8 @@ def scenario_noise_floor(rank: int, world: int) -> dict:
         "off": run(0.01, floor="off"),
         "accumulated": run(0.01, micro_batches=2),
         "resumed": run(0.01, resume_at=7),
+        "abstain": run(0.01, abstain=True),
+        "abstain_large": run(1.0, abstain=True),
     }
 
 
