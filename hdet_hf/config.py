@@ -46,6 +46,8 @@ EARLY_COMPARISONS = ("lower_of_both", "one_interval")
 SIGNAL_COMBINATIONS = ("mean", "agree", "agree_mean")
 # When the train-loss vote's adaptive temperature is floored at its noise (`noise_floor`).
 NOISE_FLOORS = ("two_replicas", "always", "off")
+# Which votes within the noise floor count as no vote (`controller.within_noise`).
+ABSTENTIONS = ("off", "raises", "always")
 
 
 @dataclass
@@ -194,14 +196,17 @@ class HDETConfig:
             "choices": list(NOISE_FLOORS),
         },
     )
-    controller_abstain_within_noise: bool = field(
-        default=False,
+    controller_abstain_within_noise: str = field(
+        default="off",
         metadata={
-            "help": "Where a vote is floored at its noise (--hdet_controller_noise_floor), a gap within that noise "
-            "(the floor binds: the replicas' spread is below the noise) is no vote at all instead of a smaller one: "
-            "that row's hypergradient is 0, so with --hdet_controller_signal_combination agree or agree_mean the "
-            "controller holds (the line search may still break the tie). Off: the vote shrinks with the gap "
-            "(session 27)."
+            "help": "Where a vote is floored at its noise (--hdet_controller_noise_floor), what a gap within that "
+            "noise (the floor binds: the replicas' spread is below the noise) votes. 'off': a smaller vote, in "
+            "proportion to the gap (session 27). 'raises': no vote (0) where it asks for a raise, a smaller one "
+            "where it asks for a cut: the probe is biased towards longer steps, so its raise needs a clear train-loss "
+            "vote to pass --hdet_controller_signal_combination agree_mean, while its cut goes against its bias. "
+            "'always': no vote in either direction. With agree or agree_mean a row without a vote makes the "
+            "controller hold (the line search may still break the tie).",
+            "choices": list(ABSTENTIONS),
         },
     )
     controller_lr: float = field(
@@ -556,6 +561,7 @@ class HDETConfig:
         _check_choice("controller_signal_combination", self.controller_signal_combination, SIGNAL_COMBINATIONS)
         _check_choice("controller_temperature_mode", self.controller_temperature_mode, TEMPERATURE_MODES)
         _check_choice("controller_noise_floor", self.controller_noise_floor, NOISE_FLOORS)
+        _check_choice("controller_abstain_within_noise", self.controller_abstain_within_noise, ABSTENTIONS)
         _check_choice("base_schedule", self.base_schedule, BASE_SCHEDULES)
         _check_choice("controller_signal", self.controller_signal, CONTROLLER_SIGNALS)
         _check_choice("converge_weights", self.converge_weights, CONVERGE_WEIGHTS)

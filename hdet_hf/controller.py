@@ -16,7 +16,8 @@ LR grow ~1.3x per converge). Two update rules:
   always positive. With ``raise_gain`` g, a move up (v > 0) is ``g * lambda * v``.
 Ranks flagged unhealthy (non-finite loss) get weight 0: their multiplier counts as the worst.
 With ``noise`` per score row (`noise_floor`), the adaptive temperature's spread is floored at that row's noise. With
-``abstain_within_noise`` a row whose spread is below its floor votes 0 (no direction) instead of a smaller vote.
+``abstain_within_noise`` a row whose spread is below its floor votes 0 (no direction) instead of a smaller vote:
+always, or (``raises``) where it asks for a raise.
 
 Example:
     >>> import torch
@@ -61,8 +62,9 @@ class ControllerSettings:
     raise_gain: float = 1.0
     # How several rows of scores (train loss and a probe) make one hypergradient: see `combine_votes`.
     combination: str = "mean"
-    # A row whose gap is within its noise floor votes 0 instead of a smaller vote (`noise_floor`).
-    abstain_within_noise: bool = False
+    # Which votes of a row whose gap is within its noise floor are 0 instead of smaller: "off", "raises" or
+    # "always" (`noise_floor`).
+    abstain_within_noise: str = "off"
 
     @classmethod
     def from_config(cls, config: Any) -> ControllerSettings:
@@ -174,8 +176,10 @@ def controller_step(
     signal = m.log() if settings.update == "multiplicative" else base_value * m
     row_deltas = [float((w * signal).sum() - signal.mean()) for w in row_weights]
     abstained = [
-        settings.abstain_within_noise and within_noise(row, floor, settings.temperature_mode, healthy)
-        for row, floor in zip(rows, floors)
+        settings.abstain_within_noise != "off"
+        and (settings.abstain_within_noise == "always" or d > 0)
+        and within_noise(row, floor, settings.temperature_mode, healthy)
+        for row, floor, d in zip(rows, floors, row_deltas)
     ]
     if any(abstained):
         # A gap inside the noise says nothing about the direction: that row votes 0 (`noise_floor`).

@@ -94,7 +94,7 @@ class HDETTrainingArguments(TrainingArguments):
     hdet_controller_temperature: float = hdet_field("controller_temperature")
     hdet_controller_temperature_mode: str = hdet_field("controller_temperature_mode")
     hdet_controller_noise_floor: str = hdet_field("controller_noise_floor")
-    hdet_controller_abstain_within_noise: bool = hdet_field("controller_abstain_within_noise")
+    hdet_controller_abstain_within_noise: str = hdet_field("controller_abstain_within_noise")
     hdet_controller_lr: float = hdet_field("controller_lr")
     hdet_controller_momentum: float = hdet_field("controller_momentum")
     hdet_controller_update: str = hdet_field("controller_update")

@@ -148,7 +148,7 @@ def test_the_noise_is_the_root_mean_variance_of_the_scored_replicas():
 
 
 def test_with_abstention_a_gap_within_the_noise_is_no_vote_and_agreement_holds():
-    settings = ControllerSettings(lr=1.0, momentum=0.0, combination="agree_mean", abstain_within_noise=True)
+    settings = ControllerSettings(lr=1.0, momentum=0.0, combination="agree_mean", abstain_within_noise="always")
     m = torch.tensor([0.75, 1.25])
     rows = torch.tensor([[1.02, 1.00], [0.52, 0.50]])  # train loss, probe: both favour the high LR
     _, quiet = controller_step(ControllerState(), m, rows, settings, base_value=1.0, noise=[0.05, None])
@@ -163,7 +163,7 @@ def test_with_abstention_a_gap_within_the_noise_is_no_vote_and_agreement_holds()
     _, clear_shrink = controller_step(ControllerState(), m, rows, shrink, base_value=1.0, noise=[0.005, None])
     assert clear["abstained"] == [False, False] and clear["delta"] == clear_shrink["delta"] > 0
     # With the mean combination the quiet row counts as 0 in the mean; with no floor nothing abstains.
-    mean = ControllerSettings(lr=1.0, momentum=0.0, combination="mean", abstain_within_noise=True)
+    mean = ControllerSettings(lr=1.0, momentum=0.0, combination="mean", abstain_within_noise="always")
     _, halved = controller_step(ControllerState(), m, rows, mean, base_value=1.0, noise=[0.05, None])
     assert halved["delta"] == pytest.approx(halved["row_deltas"][1] / 2)
     _, unfloored = controller_step(ControllerState(), m, rows, settings, base_value=1.0)
@@ -179,3 +179,18 @@ def test_a_row_is_within_its_noise_when_its_healthy_spread_is_below_the_floor():
     # Unhealthy or non-finite ranks do not count; one healthy rank has no spread to compare.
     assert within_noise(torch.tensor([1.02, 9.0, 1.00]), 0.05, "adaptive", torch.tensor([True, False, True]))
     assert not within_noise(torch.tensor([1.0, float("nan")]), 0.05, "adaptive")
+
+
+def test_abstaining_on_raises_only_keeps_a_cut_within_the_noise():
+    raises = ControllerSettings(lr=1.0, momentum=0.0, combination="agree_mean", abstain_within_noise="raises")
+    m = torch.tensor([0.75, 1.25])
+    up = torch.tensor([[1.02, 1.00], [0.52, 0.50]])  # both rows favour the high LR; the train gap within 0.05
+    _, held = controller_step(ControllerState(), m, up, raises, base_value=1.0, noise=[0.05, None])
+    assert held["abstained"] == [True, False] and held["delta"] == 0.0
+    down = torch.tensor([[1.00, 1.02], [0.50, 0.52]])  # both favour the low LR: the small train vote still counts
+    _, cut = controller_step(ControllerState(), m, down, raises, base_value=1.0, noise=[0.05, None])
+    shrink = ControllerSettings(lr=1.0, momentum=0.0, combination="agree_mean")
+    _, cut_shrink = controller_step(ControllerState(), m, down, shrink, base_value=1.0, noise=[0.05, None])
+    assert cut["abstained"] == [False, False] and cut["delta"] == cut_shrink["delta"] < 0
+    with pytest.raises(ValueError, match="--hdet_controller_abstain_within_noise must be one of off, raises, always"):
+        HDETConfig(controller_abstain_within_noise="sometimes")

@@ -77,7 +77,7 @@ def test_the_case_list_covers_every_constrained_flag():
     # Every HDETConfig field has a case naming its flag, except those whose every value is legal.
     always_legal = {
         "average_optimizer_state", "lr_groups", "controller_floor_after_peak", "controller_line_search_breaks_ties",
-        "controller_line_search_centre", "controller_line_search_until_bend", "controller_abstain_within_noise",
+        "controller_line_search_centre", "controller_line_search_until_bend",
     }
     for name in set(HDETConfig.field_names()) - always_legal:
         assert re.search(rf"--hdet_{name}\b", messages), f"no invalid-input case names --hdet_{name}"

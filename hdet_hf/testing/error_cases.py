@@ -511,6 +511,11 @@ CASES: list[ErrorCase] = [
         controller_noise_floor="sometimes",
     ),
     _config(
+        'controller_abstain_within_noise="cuts"',
+        r"--hdet_controller_abstain_within_noise must be one of off, raises, always, but got 'cuts'",
+        controller_abstain_within_noise="cuts",
+    ),
+    _config(
         'controller_temperature_mode="auto"',
         r"--hdet_controller_temperature_mode must be one of adaptive, fixed",
         controller_temperature_mode="auto",

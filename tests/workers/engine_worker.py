@@ -557,7 +557,7 @@ def scenario_noise_floor(rank: int, world: int) -> dict:
     and resumed from a checkpoint inside an interval."""
 
     def run(
-        gap: float, floor: str = "two_replicas", micro_batches: int = 1, resume_at: int | None = None, abstain: bool = False
+        gap: float, floor: str = "two_replicas", micro_batches: int = 1, resume_at: int | None = None, abstain: str = "off"
     ) -> dict:
         def engine_for() -> tuple[HDETEngine, nn.Linear]:
             model = nn.Linear(1, 1, bias=False).to(device())
@@ -599,8 +599,8 @@ def scenario_noise_floor(rank: int, world: int) -> dict:
         "off": run(0.01, floor="off"),
         "accumulated": run(0.01, micro_batches=2),
         "resumed": run(0.01, resume_at=7),
-        "abstain": run(0.01, abstain=True),
-        "abstain_large": run(1.0, abstain=True),
+        "abstain": run(0.01, abstain="always"),
+        "abstain_large": run(1.0, abstain="always"),
     }
 
 
