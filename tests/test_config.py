@@ -74,6 +74,7 @@ def test_defaults_are_the_settings_the_quality_benchmark_chose():
     assert c.controller_line_search_breaks_ties  # reading 24
     assert c.controller_line_search_centre  # reading 31
     assert c.controller_noise_floor == "two_replicas" and c.controller_line_search_until_bend  # reading 32
+    assert c.controller_abstain_within_noise == "raises"  # reading 33
     assert c.lr_fan_out_scale == 0.4  # reading 23
     assert (c.controller_update, c.controller_temperature_mode, c.sync_warmup_steps) == (
         "multiplicative",
