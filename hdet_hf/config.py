@@ -188,7 +188,7 @@ class HDETConfig:
             "within twice the noise gives a proportionally smaller vote instead of a full-size one. "
             "'two_replicas' (default): with exactly two replicas (processes or HSDP replica groups), where two "
             "standardised losses are always -1 and +1 and every vote would be full-size; 'always': with any "
-            "number (at 4 processes no gain on five tasks: readings 32-33); 'off': never (the votes before session 27). "
+            "number (at 4 processes a gain on one task from 10x below, none on four others: readings 32-33); 'off': never (the votes before session 27). "
             "The probe's vote is not floored (its paired noise is far below its gaps: reading 33). Only with --hdet_controller_temperature_mode adaptive. "
             "Default since session 27: at 2 processes on 3 seeds a pretrained classifier from 3x above its best LR "
             "ended 1.374x the sweep's best (was 1.585x; DDP there 1.211x) and at the best LR 1.076x (was 1.030x), "
