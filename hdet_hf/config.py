@@ -207,8 +207,8 @@ class HDETConfig:
             "'always': no vote in either direction. With agree or agree_mean a row without a vote makes the "
             "controller hold (the line search may still break the tie). Default since session 28 ('raises'): at 2 "
             "processes on 3 seeds a pretrained classifier at its best LR ended 0.972x the sweep's best (was 1.076x) "
-            "and from 3x above 1.213x (was 1.374x; DDP there 1.211x); a language-model task from 10x below 1.019x "
-            "(was 1.034x); a 120-step classifier at its best LR 1.000x (was 0.966x) (BENCHMARKS.md, reading 33).",
+            "and from 3x above 1.212x (was 1.374x; DDP there 1.211x); a language-model task from 10x below 1.020x "
+            "(was 1.034x); a 120-step classifier at its best LR 1.000x (was 0.965x) (BENCHMARKS.md, reading 33).",
             "choices": list(ABSTENTIONS),
         },
     )

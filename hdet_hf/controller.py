@@ -104,15 +104,13 @@ def loss_weights(
     give weights near uniform instead of being standardised to full size.
     """
     losses = losses.double()
-    if healthy is None:
-        healthy = torch.isfinite(losses)
-    healthy = healthy & torch.isfinite(losses)
+    healthy = _healthy_mask(losses, healthy)
     if not bool(healthy.any()):
         raise ValueError("Expected at least one healthy rank (finite loss), but all losses are non-finite")
     good = losses[healthy]
     sigma = temperature
     if mode == "adaptive":
-        spread = float(good.std(unbiased=False)) if good.numel() > 1 else 0.0
+        spread = _spread(good)
         if noise is not None and good.numel() > 1:
             spread = max(spread, noise)
         if spread == 0.0:
@@ -132,9 +130,19 @@ def within_noise(
     if noise is None or mode != "adaptive":
         return False
     losses = losses.double()
-    ok = torch.isfinite(losses) if healthy is None else healthy & torch.isfinite(losses)
-    good = losses[ok]
-    return good.numel() > 1 and float(good.std(unbiased=False)) < noise
+    good = losses[_healthy_mask(losses, healthy)]
+    return good.numel() > 1 and _spread(good) < noise
+
+
+def _healthy_mask(losses: torch.Tensor, healthy: torch.Tensor | None) -> torch.Tensor:
+    """The ranks that count: flagged healthy (all by default) and with a finite loss."""
+    finite = torch.isfinite(losses)
+    return finite if healthy is None else healthy & finite
+
+
+def _spread(good: torch.Tensor) -> float:
+    """The standard deviation of the healthy ranks' losses (0 for one rank): the adaptive temperature's unit."""
+    return float(good.std(unbiased=False)) if good.numel() > 1 else 0.0
 
 
 def controller_step(
