@@ -67,6 +67,7 @@ LEGACY_VALUES = {
     "controller_line_search_max_raise": 2.0,
     "lr_fan_out_scale": 1.0,
     "controller_line_search_breaks_ties": False,
+    "early_comparison_abstained": "bounds",
 }
 # Settings measured, not adopted and removed, with the value today's engine behaves as. A checkpoint saved with
 # another value ran a protocol this version cannot continue: refused, never silently continued without it.
@@ -402,6 +403,9 @@ def validate_state(state: dict[str, Any], source: str) -> None:
         and all(v is None or (is_number(v) and math.isfinite(v)) for v in votes.values())
     ):
         fail("paired_votes", "None or a dict of None or finite numbers", votes)
+    quiet = state.get("paired_votes_abstained")
+    if quiet is not None and not (isinstance(quiet, dict) and all(isinstance(v, bool) for v in quiet.values())):
+        fail("paired_votes_abstained", "None or a dict of booleans", quiet)
     peak_floor = state.get("peak_floor")
     if peak_floor is not None and not (
         isinstance(peak_floor, dict)
