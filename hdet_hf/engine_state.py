@@ -231,6 +231,7 @@ def check_resumed_settings(
                 values.pop("lr_fan_out_scale", None)
             if values.get("comparison_horizon") == 0 or values.get("comparison_horizon_start", 0) == 0:
                 values.pop("early_comparison", None)  # ignored without an early phase
+                values.pop("early_comparison_abstained", None)
             if values.get("controller_line_search_threshold") == 0:
                 values.pop("controller_line_search_breaks_ties", None)  # ignored without the line search
                 values.pop("controller_line_search_max_raise", None)
