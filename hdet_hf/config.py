@@ -43,7 +43,6 @@ MIN_FRACTION_SYNC_INTERVAL = 10
 DEFAULT_COMPARISON_HORIZON = 0.1
 # Before the comparison horizon takes over: the step-size fan-out alone, or alternating with the horizon.
 EARLY_COMPARISONS = ("lower_of_both", "one_interval")
-EARLY_ABSTENTIONS = ("bounds", "frees")
 SIGNAL_COMBINATIONS = ("mean", "agree", "agree_mean")
 # When the train-loss vote's adaptive temperature is floored at its noise (`noise_floor`).
 NOISE_FLOORS = ("two_replicas", "always", "off")
@@ -124,17 +123,6 @@ class HDETConfig:
             "controller\", reading 13; with the default signal combination 'one_interval' raised a correct LR "
             "1.7-2.4x and a pretrained classifier started 3x too high collapsed (reading 19).",
             "choices": list(EARLY_COMPARISONS),
-        },
-    )
-    early_comparison_abstained: str = field(
-        default="bounds",
-        metadata={
-            "help": "With 'lower_of_both' and an abstention (--hdet_controller_abstain_within_noise; 2 replicas): "
-            "what an interval whose LR vote abstained (its train-loss gap was within the noise) does to the other "
-            "kind's next vote. 'bounds': it counts as a 0 vote, so the next one cannot raise (session 28). "
-            "'frees': it leaves the next one unbounded, so a clear vote there moves alone (a vote that says "
-            "nothing does not veto one that does). Ignored without an early phase or an abstention.",
-            "choices": list(EARLY_ABSTENTIONS),
         },
     )
     lr_fan_out_scale: float = field(
@@ -577,7 +565,6 @@ class HDETConfig:
         _check_choice("controller_temperature_mode", self.controller_temperature_mode, TEMPERATURE_MODES)
         _check_choice("controller_noise_floor", self.controller_noise_floor, NOISE_FLOORS)
         _check_choice("controller_abstain_within_noise", self.controller_abstain_within_noise, ABSTENTIONS)
-        _check_choice("early_comparison_abstained", self.early_comparison_abstained, EARLY_ABSTENTIONS)
         _check_choice("base_schedule", self.base_schedule, BASE_SCHEDULES)
         _check_choice("controller_signal", self.controller_signal, CONTROLLER_SIGNALS)
         _check_choice("converge_weights", self.converge_weights, CONVERGE_WEIGHTS)

@@ -2,8 +2,7 @@
 defaults add on top of them for the LR.
 
 - Early phase (``--hdet_early_comparison lower_of_both``): while step-size and offset intervals alternate, each
-  kind's vote is capped by the other kind's latest one (`horizon.PairedVotes`; with
-  ``--hdet_early_comparison_abstained frees`` not by one that abstained).
+  kind's vote is capped by the other kind's latest one (`horizon.PairedVotes`).
 - Line search (``--hdet_controller_line_search_threshold``): far below the right LR, a passed raise is at least
   what the probe's line search allows (`line_search`).
 - Noise floor (``--hdet_controller_noise_floor``): with two replicas the train-loss vote is sized by its gap against
@@ -58,10 +57,7 @@ class ControllerStep:
             active, gathered.multipliers, signal, gathered.scored, bases, self.settings, caps, noise=noise
         )
         if kind is not None and LR in infos:
-            info = infos[LR]
-            # A vote that abstained (a gap within the noise) and that no other row opposed said nothing either way.
-            quiet = any(info["abstained"]) and all(d >= 0 for d in info["row_deltas"])
-            self.paired_votes.record(kind, info["raw_delta"], abstained=quiet)
+            self.paired_votes.record(kind, infos[LR]["raw_delta"])
         if LR in infos and self.line_search.enabled:
             report.line_search_optimum = self._line_search_optimum(gathered)
             factor = self.line_search.raise_for(report.line_search_optimum, infos[LR]["delta"])

@@ -126,8 +126,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         # first regular converge at or after this step the LR multipliers act through offsets along the run's
         # direction, not through the step size (`horizon`).
         self.horizon_start_step = config.resolve_warmup_steps(total_steps, "comparison_horizon_start")
-        # before that step, with early_comparison="lower_of_both"
-        self.paired_votes = PairedVotes(frees_abstained=config.early_comparison_abstained == "frees")
+        self.paired_votes = PairedVotes()  # before that step, with early_comparison="lower_of_both"
         self.peak_floor = PeakFloor()  # --hdet_controller_floor_after_peak: no net cut once the schedule decays
         # --hdet_controller_line_search_threshold: far below the right LR, the probe's line search sizes a raise.
         self.line_search = LineSearchRaise.for_run(config, self.world_size)

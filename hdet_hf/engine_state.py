@@ -67,7 +67,6 @@ LEGACY_VALUES = {
     "controller_line_search_max_raise": 2.0,
     "lr_fan_out_scale": 1.0,
     "controller_line_search_breaks_ties": False,
-    "early_comparison_abstained": "bounds",
 }
 # Settings measured, not adopted and removed, with the value today's engine behaves as. A checkpoint saved with
 # another value ran a protocol this version cannot continue: refused, never silently continued without it.
@@ -75,6 +74,7 @@ REMOVED_SETTINGS = {
     "controller_line_search_in_warmup": False,  # session 21 (BENCHMARKS.md, reading 26)
     "fan_out_until_direction": False,  # session 21 (reading 26); last at commit c69169c
     "controller_wide_probe_threshold": 0.0,  # session 22 (reading 27); last at commit c69169c
+    "early_comparison_abstained": "bounds",  # session 29 (reading 34); last at commit d228c84
 }
 # Saved per-parameter tensor lists (one tensor per trainable parameter, in order).
 PARAMETER_SHAPED_FIELDS = ("outer_anchors", "outer_momenta", "window_average", "horizon_anchors", "horizon_directions")
@@ -231,7 +231,6 @@ def check_resumed_settings(
                 values.pop("lr_fan_out_scale", None)
             if values.get("comparison_horizon") == 0 or values.get("comparison_horizon_start", 0) == 0:
                 values.pop("early_comparison", None)  # ignored without an early phase
-                values.pop("early_comparison_abstained", None)
             if values.get("controller_line_search_threshold") == 0:
                 values.pop("controller_line_search_breaks_ties", None)  # ignored without the line search
                 values.pop("controller_line_search_max_raise", None)
@@ -404,9 +403,6 @@ def validate_state(state: dict[str, Any], source: str) -> None:
         and all(v is None or (is_number(v) and math.isfinite(v)) for v in votes.values())
     ):
         fail("paired_votes", "None or a dict of None or finite numbers", votes)
-    quiet = state.get("paired_votes_abstained")
-    if quiet is not None and not (isinstance(quiet, dict) and all(isinstance(v, bool) for v in quiet.values())):
-        fail("paired_votes_abstained", "None or a dict of booleans", quiet)
     peak_floor = state.get("peak_floor")
     if peak_floor is not None and not (
         isinstance(peak_floor, dict)

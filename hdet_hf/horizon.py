@@ -126,38 +126,25 @@ class HorizonOffsets:
 
 class PairedVotes:
     """The latest hypergradient of each kind of interval (step-size fan-out, horizon offsets) while the two
-    alternate; the controller moves by the lower of the current one and the other kind's latest.
-
-    A vote recorded as ``abstained`` (its train-loss gap was within the noise, `noise_floor`) is a 0; with
-    ``frees_abstained`` it bounds nothing instead (``--hdet_early_comparison_abstained frees``).
-    """
+    alternate; the controller moves by the lower of the current one and the other kind's latest."""
 
     KINDS = ("one_interval", "horizon")
 
-    def __init__(self, frees_abstained: bool = False) -> None:
-        self.frees_abstained = frees_abstained
+    def __init__(self) -> None:
         self.latest: dict[str, float | None] = dict.fromkeys(self.KINDS)
-        self.abstained: dict[str, bool] = dict.fromkeys(self.KINDS, False)
 
-    def cap(self, kind: str) -> float | None:
+    def cap(self, kind: str) -> float:
         """The bound on an interval of ``kind``'s hypergradient: the other kind's latest, or 0 before it has
-        one (no raise on one comparison's word); None (no bound) where that latest abstained and abstentions
-        free the pair."""
-        other = self.KINDS[1 - self.KINDS.index(kind)]
-        if self.frees_abstained and self.abstained[other]:
-            return None
-        latest = self.latest[other]
-        return 0.0 if latest is None else latest
+        one (no raise on one comparison's word)."""
+        other = self.latest[self.KINDS[1 - self.KINDS.index(kind)]]
+        return 0.0 if other is None else other
 
-    def record(self, kind: str, raw_delta: float, abstained: bool = False) -> None:
+    def record(self, kind: str, raw_delta: float) -> None:
         self.latest[kind] = float(raw_delta)
-        self.abstained[kind] = bool(abstained)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"paired_votes": dict(self.latest), "paired_votes_abstained": dict(self.abstained)}
+        return {"paired_votes": dict(self.latest)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         saved = state.get("paired_votes") or {}
-        quiet = state.get("paired_votes_abstained") or {}  # saved before abstentions were recorded: none
-        self.abstained = {k: bool(quiet.get(k, False)) for k in self.KINDS}
         self.latest = {k: (None if saved.get(k) is None else float(saved[k])) for k in self.KINDS}

@@ -150,7 +150,7 @@ class HyperparameterRegistry:
         scored: torch.Tensor,
         bases: dict[str, float],
         settings: ControllerSettings,
-        delta_caps: dict[str, float | None] | None = None,
+        delta_caps: dict[str, float] | None = None,
         noise: Sequence[float | None] | None = None,
     ) -> dict[str, dict[str, Any]]:
         """One controller step for each of ``names`` from the gathered multipliers and signal (ranks not

@@ -87,7 +87,6 @@ class HDETTrainingArguments(TrainingArguments):
     hdet_comparison_horizon: float | None = hdet_field("comparison_horizon")
     hdet_comparison_horizon_start: float = hdet_field("comparison_horizon_start")
     hdet_early_comparison: str = hdet_field("early_comparison")
-    hdet_early_comparison_abstained: str = hdet_field("early_comparison_abstained")
     hdet_lr_fan_out_scale: float = hdet_field("lr_fan_out_scale")
     hdet_gradient_sync: str = hdet_field("gradient_sync")
     hdet_auto_lr: bool = hdet_field("auto_lr")

@@ -222,27 +222,6 @@ def test_paired_votes_bound_each_kind_by_the_others_latest_and_round_trip():
     assert restored.latest == {"one_interval": None, "horizon": None}
 
 
-def test_an_abstained_vote_bounds_the_other_kind_unless_abstentions_free_it():
-    from hdet_hf.horizon import PairedVotes
-
-    bounds, frees = PairedVotes(), PairedVotes(frees_abstained=True)
-    for votes in (bounds, frees):
-        votes.record("one_interval", 0.0, abstained=True)
-    assert bounds.cap("horizon") == 0.0  # 'bounds': an abstention is a 0 vote, so the pair holds
-    assert frees.cap("horizon") is None  # 'frees': no bound, the horizon's own vote moves alone
-    assert frees.cap("one_interval") == 0.0  # the horizon has no vote yet: no raise on one word alone
-    frees.record("horizon", 0.3)
-    assert frees.cap("one_interval") == 0.3
-    frees.record("one_interval", -0.2)  # a vote (not an abstention) bounds again
-    assert frees.cap("horizon") == -0.2
-    frees.record("one_interval", 0.0, abstained=True)
-    restored = PairedVotes(frees_abstained=True)
-    restored.load_state_dict(frees.state_dict())
-    assert restored.cap("horizon") is None and restored.abstained == {"one_interval": True, "horizon": False}
-    restored.load_state_dict({"paired_votes": {"one_interval": 0.0, "horizon": 0.3}})  # saved before abstentions
-    assert restored.cap("horizon") == 0.0
-
-
 def test_early_comparison_is_checked():
     with pytest.raises(ValueError, match="--hdet_early_comparison must be one of lower_of_both, one_interval"):
         HDETConfig(early_comparison="both")

@@ -516,11 +516,6 @@ CASES: list[ErrorCase] = [
         controller_abstain_within_noise="cuts",
     ),
     _config(
-        'early_comparison_abstained="ignores"',
-        r"--hdet_early_comparison_abstained must be one of bounds, frees, but got 'ignores'",
-        early_comparison_abstained="ignores",
-    ),
-    _config(
         'controller_temperature_mode="auto"',
         r"--hdet_controller_temperature_mode must be one of adaptive, fixed",
         controller_temperature_mode="auto",

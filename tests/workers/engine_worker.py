@@ -557,15 +557,14 @@ def scenario_noise_floor(rank: int, world: int) -> dict:
     and resumed from a checkpoint inside an interval."""
 
     def run(
-        gap: float, floor: str = "two_replicas", micro_batches: int = 1, resume_at: int | None = None, abstain: str = "off",
-        gap_from_step_5: float | None = None, early: dict | None = None,
+        gap: float, floor: str = "two_replicas", micro_batches: int = 1, resume_at: int | None = None, abstain: str = "off"
     ) -> dict:
         def engine_for() -> tuple[HDETEngine, nn.Linear]:
             model = nn.Linear(1, 1, bias=False).to(device())
             config = HDETConfig(
                 sync_interval=5, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, controller_signal="train_loss",
                 controller_noise_floor=floor, explore_until=1.0, controller_line_search_threshold=0.0,
-                controller_abstain_within_noise=abstain, **(early or {}),
+                controller_abstain_within_noise=abstain,
             )  # fmt: skip
             return HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-3), total_steps=20), model
 
@@ -576,8 +575,7 @@ def scenario_noise_floor(rank: int, world: int) -> dict:
         engine.apply_lr([1e-3])
         fed, converges = [], []
         for step in range(20):
-            step_gap = gap if gap_from_step_5 is None or step < 5 else gap_from_step_5
-            loss = 1.0 + step_gap * (engine.multiplier() - 1.0) + noise[step]
+            loss = 1.0 + gap * (engine.multiplier() - 1.0) + noise[step]
             fed.append({"step": step + 1, "loss": loss, "items": items[step]})
             for _ in range(micro_batches):  # each micro-batch: the step's mean over its share of the items
                 engine.add_loss(torch.tensor(loss, device=device()), items[step] / micro_batches)
@@ -603,14 +601,6 @@ def scenario_noise_floor(rank: int, world: int) -> dict:
         "resumed": run(0.01, resume_at=7),
         "abstain": run(0.01, abstain="always"),
         "abstain_large": run(1.0, abstain="always"),
-        # A quiet raise (higher multiplier, lower loss, within the noise), then clear ones; early phase to step 18.
-        **{
-            f"early_{mode}": run(
-                -0.07, abstain="raises", gap_from_step_5=-1.0,
-                early={"comparison_horizon_start": 18, "early_comparison_abstained": mode},
-            )
-            for mode in ("bounds", "frees")
-        },
     }
 
 
