@@ -1,4 +1,5 @@
-"""README stays true to the code: the flag table is generated from HDETConfig's help text."""
+"""README stays true to the code: the flag table is generated from HDETConfig's help text, and the controller's
+results table from the recorded benchmark tables."""
 
 import subprocess
 import sys
@@ -14,6 +15,19 @@ def test_readme_flag_table_is_up_to_date():
         text=True,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_readme_controller_table_matches_the_recorded_tables(tmp_path):
+    script = str(ROOT / "scripts" / "controller_summary.py")
+    proc = subprocess.run([sys.executable, script, "--check", str(ROOT / "README.md")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    # The check sees a changed number: one ratio edited in a copy of README.md fails it.
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- controller_summary: begin -->", 1)[1].split("<!-- controller_summary: end -->", 1)[0]
+    edited = tmp_path / "README.md"
+    edited.write_text(readme.replace(block, block.replace("| 1.016 |", "| 1.015 |", 1)))
+    proc = subprocess.run([sys.executable, script, "--check", str(edited)], capture_output=True, text=True)
+    assert proc.returncode == 1 and "differs" in proc.stderr
 
 
 def test_readme_test_command_is_what_ci_runs():

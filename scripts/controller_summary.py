@@ -1,0 +1,103 @@
+"""The default controller on every task, in one table: the per-task tables of `scripts/controller_seeds.py`,
+summarised (means over seeds) for README.md's "What we measured".
+
+Reads the recorded tables in ``benchmarks/controller_default/`` (no runs): for each task and process count the
+mean ratio to the sweep's best point from each start, DDP at the wrong starts, and on how many seeds HDET ended
+worse than DDP at the same start LR (the do-no-harm target).
+
+    python scripts/controller_summary.py                   # print the table
+    python scripts/controller_summary.py --check README.md # exit 1 if README.md's copy differs
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+TABLES = Path(__file__).resolve().parent.parent / "benchmarks" / "controller_default"
+STARTS = ("best", "low", "high")
+# (task, what it is, the 4-process table, the 2-process table): the current default's rows in each. At 4
+# processes the 2-replica settings of sessions 26-28 do not act, so session 23's tables are today's default;
+# at 2 processes the tables that hold the default's rows (`..._abstainraises` on c, g and a).
+TASKS = (
+    ("a", "Llama 156k, 300 steps", "a.md", "a_procs2_abstain.md"),
+    ("b", "the same, 2,000 steps, AdamW (0.9, 0.95), wd 0.1", "b.md", None),
+    ("b'", "the same, 1,000 steps", "bp.md", None),
+    ("d", "Llama, 600 steps", "d.md", "d_procs2.md"),
+    ("e", "Llama, 450 steps", "e.md", "e_procs2.md"),
+    ("f", "Llama, 400 steps", "f.md", "f_procs2.md"),
+    ("h", "GPT-2 from scratch, 500 steps", "h.md", "h_procs2.md"),
+    ("c", "pretrained MiniLM classifier, 200 steps", "c.md", "c_procs2_abstain.md"),
+    ("g", "the same classifier, 120 steps", "g.md", "g_procs2_abstain.md"),
+    ("i", "LoRA on the classifier, 200 steps", "i.md", "i_procs2.md"),
+)
+BEGIN, END = "<!-- controller_summary: begin -->", "<!-- controller_summary: end -->"
+
+
+def start_cells(table: Path) -> dict[str, list[str]]:
+    """The first table's row of each start: ``[start, per-seed ratios..., mean (sd), DDP per seed, DDP mean,
+    worse than that DDP]`` (the layout `controller_seeds.py` writes)."""
+    rows: dict[str, list[str]] = {}
+    for line in table.read_text().splitlines():
+        match = re.match(r"\| (best|low|high) \(", line)
+        if match and match.group(1) not in rows:
+            rows[match.group(1)] = [cell.strip() for cell in line.strip().strip("|").split("|")]
+    missing = [s for s in STARTS if s not in rows]
+    if missing:
+        raise SystemExit(f"controller_summary.py: {table} has no row for {', '.join(missing)}")
+    return rows
+
+
+def summary_table(folder: Path = TABLES) -> str:
+    """The markdown table (one row per task and process count)."""
+    lines = [
+        "| task | processes | seeds | best LR | 10x below | 3x above | DDP 10x below / 3x above "
+        "| worse than DDP at that LR (best / below / above) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for key, what, *files in TASKS:
+        for processes, name in zip((4, 2), files):
+            if name is None:
+                continue
+            cells = start_cells(folder / name)
+            seeds = "/".join(str(sum(c not in ("-", "") for c in cells[s][1:-4])) for s in STARTS)
+            means = [cells[s][-4].split(" ")[0] for s in STARTS]
+            ddp = [cells[s][-2].split(" ")[0] for s in ("low", "high")]
+            worse = " / ".join(
+                cells[s][-1].split(" of ")[0] + "/" + cells[s][-1].split(" of ")[1] for s in STARTS
+            )
+            lines.append(
+                f"| {key}: {what} | {processes} | {seeds} | {' | '.join(means)} | {' / '.join(ddp)} | {worse} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--check", type=Path, default=None,
+        help=f"A markdown file whose table between {BEGIN} and {END} must equal this one (exit 1 if not).",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    table = summary_table()
+    if args.check is None:
+        print(table)
+        return 0
+    text = args.check.read_text()
+    if BEGIN not in text or END not in text:
+        print(f"{args.check} has no {BEGIN} ... {END} block", file=sys.stderr)
+        return 1
+    current = text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+    if current != table:
+        print(
+            f"{args.check}'s controller table differs from the recorded tables; paste:\n{table}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
