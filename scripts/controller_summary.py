@@ -7,6 +7,7 @@ worse than DDP at the same start LR (the do-no-harm target).
 
     python scripts/controller_summary.py                   # print the table
     python scripts/controller_summary.py --check README.md # exit 1 if README.md's copy differs
+    python scripts/controller_summary.py --write README.md # replace README.md's copy
 """
 
 from __future__ import annotations
@@ -80,19 +81,32 @@ def main(argv: list[str] | None = None) -> int:
         "--check", type=Path, default=None,
         help=f"A markdown file whose table between {BEGIN} and {END} must equal this one (exit 1 if not).",
     )  # fmt: skip
+    parser.add_argument(
+        "--write",
+        type=Path,
+        default=None,
+        help=f"Replace the table between {BEGIN} and {END} in this markdown file.",
+    )
     args = parser.parse_args(argv)
     table = summary_table()
-    if args.check is None:
+    target = args.check or args.write
+    if target is None:
         print(table)
         return 0
-    text = args.check.read_text()
+    text = target.read_text()
     if BEGIN not in text or END not in text:
-        print(f"{args.check} has no {BEGIN} ... {END} block", file=sys.stderr)
+        print(f"{target} has no {BEGIN} ... {END} block", file=sys.stderr)
         return 1
-    current = text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+    before, rest = text.split(BEGIN, 1)
+    current, after = rest.split(END, 1)
+    if args.write is not None:
+        args.write.write_text(f"{before}{BEGIN}\n{table}\n{END}{after}")
+        return 0
+    current = current.strip()
     if current != table:
         print(
-            f"{args.check}'s controller table differs from the recorded tables; paste:\n{table}",
+            f"{args.check}'s controller table differs from the recorded tables: run "
+            f"`python scripts/controller_summary.py --write {args.check}`",
             file=sys.stderr,
         )
         return 1
