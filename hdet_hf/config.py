@@ -245,6 +245,18 @@ class HDETConfig:
             "moves both ways alike (the paper)."
         },
     )
+    controller_two_replica_cut_gain: float = field(
+        default=0.5,
+        metadata={
+            "help": "Multiplicative update only, with exactly two replicas (processes or HSDP replica groups): a "
+            "move that lowers the base LR is this many times lambda (raises keep --hdet_controller_raise_gain). Two "
+            "standardised scores always vote full-size, so at 2 replicas a move was about twice a 4-replica one "
+            "(median 0.15-0.195 against 0.08-0.13 on eight tasks) and a cut that passed was a full cut. With 0.5 "
+            "(default since session 30), of 48 runs at 2 processes at the best LR and from 3x above, 24 ended "
+            "better, 4 worse (by at most 0.8 points), 20 the same (BENCHMARKS.md, reading 35). 1 cuts as with 3+ "
+            "replicas; 3+ replicas are unchanged."
+        },
+    )
     controller_signal_combination: str = field(
         default="agree_mean",
         metadata={
@@ -687,6 +699,12 @@ class HDETConfig:
                 f"{_flag('controller_raise_gain')} must be a finite number >= 1, but got "
                 f"{self.controller_raise_gain!r}: it multiplies lambda for moves that raise the base LR. Use 2 "
                 "(the default) or 1 to move both ways alike."
+            )
+        if not (math.isfinite(self.controller_two_replica_cut_gain) and 0.0 < self.controller_two_replica_cut_gain <= 1.0):
+            raise ValueError(
+                f"{_flag('controller_two_replica_cut_gain')} must be a number in (0, 1], but got "
+                f"{self.controller_two_replica_cut_gain!r}: with two replicas it multiplies lambda for moves that "
+                "lower the base LR. Use 0.5 (the default) or 1 to cut as with more replicas."
             )
         if not (math.isfinite(self.controller_line_search_threshold) and self.controller_line_search_threshold >= 0):
             raise ValueError(

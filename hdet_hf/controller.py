@@ -60,6 +60,9 @@ class ControllerSettings:
     max_factor: float = 10.0
     # Moves that raise the scale take raise_gain x lr (multiplicative update only; 1 = the paper's symmetry).
     raise_gain: float = 1.0
+    # Moves that lower the scale take cut_gain x lr (the engine sets it from controller_two_replica_cut_gain with
+    # exactly two replicas, 1 otherwise: `for_replicas`).
+    cut_gain: float = 1.0
     # How several rows of scores (train loss and a probe) make one hypergradient: see `combine_votes`.
     combination: str = "mean"
     # Which votes of a row whose gap is within its noise floor are 0 instead of smaller: "off", "raises" or
@@ -67,8 +70,9 @@ class ControllerSettings:
     abstain_within_noise: str = "off"
 
     @classmethod
-    def from_config(cls, config: Any) -> ControllerSettings:
-        """The ``controller_*`` fields of an `HDETConfig`."""
+    def from_config(cls, config: Any, replicas: int | None = None) -> ControllerSettings:
+        """The ``controller_*`` fields of an `HDETConfig` for a run of ``replicas`` replicas (None: not known,
+        cuts at full step)."""
         return cls(
             temperature=config.controller_temperature,
             temperature_mode=config.controller_temperature_mode,
@@ -77,6 +81,7 @@ class ControllerSettings:
             update=config.controller_update,
             max_factor=config.controller_max_factor,
             raise_gain=config.controller_raise_gain,
+            cut_gain=config.controller_two_replica_cut_gain if replicas == 2 else 1.0,
             combination=config.controller_signal_combination,
             abstain_within_noise=config.controller_abstain_within_noise,
         )
@@ -204,7 +209,7 @@ def controller_step(
     if settings.update == "multiplicative":
         # A raise takes a larger step: the climb from a too-low LR is what the step size limits (one move is
         # at most lr x the largest delta), while a cut needs few moves (BENCHMARKS.md, reading 15).
-        gain = settings.raise_gain if velocity > 0 else 1.0
+        gain = settings.raise_gain if velocity > 0 else settings.cut_gain
         # Clamp in log space: exp() of a huge step would overflow before the clamp below.
         log_scale = math.log(state.scale) + gain * settings.lr * velocity
         bound = math.log(settings.max_factor)

@@ -56,6 +56,8 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # Session-27 controller_noise_floor and controller_line_search_until_bend likewise (two replicas only by default): a two-replica checkpoint from before it
 # floors its votes from the first window that starts after the resume (the window's noise sums, "loss_noise", are
 # saved from session 27 on; without them the resumed window has no estimate and votes as before).
+# Session-30 controller_two_replica_cut_gain likewise: it acts only with two replicas; a two-replica checkpoint from
+# before it cuts at the new gain from the resume on.
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,

@@ -99,6 +99,7 @@ class HDETTrainingArguments(TrainingArguments):
     hdet_controller_momentum: float = hdet_field("controller_momentum")
     hdet_controller_update: str = hdet_field("controller_update")
     hdet_controller_raise_gain: float = hdet_field("controller_raise_gain")
+    hdet_controller_two_replica_cut_gain: float = hdet_field("controller_two_replica_cut_gain")
     hdet_controller_signal_combination: str = hdet_field("controller_signal_combination")
     hdet_controller_floor_after_peak: bool = hdet_field("controller_floor_after_peak")
     hdet_controller_line_search_threshold: float = hdet_field("controller_line_search_threshold")

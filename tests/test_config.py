@@ -68,6 +68,7 @@ def test_defaults_are_the_settings_the_quality_benchmark_chose():
     assert (c.gradient_sync, c.lr_spread, c.sync_interval) == ("shared", 0.25, 0.03)
     assert (c.controller_lr, c.controller_momentum, c.controller_signal) == (1.5, 0.5, "train_and_averaged_probe")
     assert c.controller_raise_gain == 2.0  # reading 15
+    assert c.controller_two_replica_cut_gain == 0.5  # reading 35
     assert c.controller_signal_combination == "agree_mean"  # reading 18
     assert c.controller_floor_after_peak is True  # reading 21
     assert (c.controller_line_search_threshold, c.controller_line_search_max_raise) == (4.0, 4.0)  # readings 22, 25
@@ -103,6 +104,8 @@ BAD = [
     (["--hdet_controller_lr", "-0.5"], r"--hdet_controller_lr must be >= 0"),
     (["--hdet_controller_max_factor", "1.0"], r"--hdet_controller_max_factor must be a finite number > 1"),
     (["--hdet_controller_raise_gain", "0.5"], r"--hdet_controller_raise_gain must be a finite number >= 1"),
+    (["--hdet_controller_two_replica_cut_gain", "0"], r"--hdet_controller_two_replica_cut_gain must be a number in \(0, 1\]"),
+    (["--hdet_controller_two_replica_cut_gain", "1.5"], r"--hdet_controller_two_replica_cut_gain must be a number in \(0, 1\]"),
     (["--hdet_controller_line_search_threshold", "nan"], r"--hdet_controller_line_search_threshold must be a finite"),
     (["--hdet_controller_line_search_max_raise", "0.5"], r"--hdet_controller_line_search_max_raise must be a finite number > 1"),
     (["--hdet_lr_fan_out_scale", "0"], r"--hdet_lr_fan_out_scale must be in \(0, 1\], but got 0.0"),

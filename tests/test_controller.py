@@ -191,6 +191,27 @@ def test_settings_from_config_carry_the_raise_gain():
     assert ControllerSettings.from_config(HDETConfig(controller_signal_combination="mean")).combination == "mean"
 
 
+def test_two_replicas_cut_at_the_two_replica_gain_and_raise_as_before():
+    """``cut_gain`` scales only moves that lower the scale; the engine's settings take
+    --hdet_controller_two_replica_cut_gain with exactly two replicas and cut at full step otherwise (reading 35)."""
+    from hdet_hf.config import HDETConfig
+
+    M2 = torch.tensor([0.75, 1.25])
+    down, up = torch.tensor([1.0, 2.0]), torch.tensor([2.0, 1.0])  # the higher multiplier worse / better
+    full = ControllerSettings(temperature=1.0, lr=1.0, momentum=0.0, raise_gain=2.0)
+    half = ControllerSettings(temperature=1.0, lr=1.0, momentum=0.0, raise_gain=2.0, cut_gain=0.5)
+    cut_full, cut_half = (controller_step(ControllerState(), M2, down, s, 1e-3)[0] for s in (full, half))
+    assert math.log(cut_full.scale) < 0
+    assert math.log(cut_half.scale) == pytest.approx(0.5 * math.log(cut_full.scale), rel=1e-12)
+    assert controller_step(ControllerState(), M2, up, half, 1e-3)[0] == controller_step(
+        ControllerState(), M2, up, full, 1e-3
+    )[0]
+    assert ControllerSettings.from_config(HDETConfig(), 2).cut_gain == 0.5
+    assert ControllerSettings.from_config(HDETConfig(), 4).cut_gain == 1.0
+    assert ControllerSettings.from_config(HDETConfig()).cut_gain == 1.0  # replicas unknown: full cuts
+    assert ControllerSettings.from_config(HDETConfig(controller_two_replica_cut_gain=1.0), 2).cut_gain == 1.0
+
+
 def test_agree_moves_only_when_both_signals_ask_for_the_same_direction():
     """combination 'agree': opposite votes hold the scale; same-sign votes move by the smaller one."""
     from hdet_hf.controller import combine_votes

@@ -211,7 +211,7 @@ def test_two_replicas_size_the_train_loss_vote_by_its_noise(tmp_path):
     skip_unless_backend_fits(2)
     torchrun("engine_worker.py", 2, ["noise_floor", str(tmp_path)])
     ranks = load_ranks(tmp_path, 2)
-    for name in ("small", "large", "off", "accumulated", "resumed", "abstain", "abstain_large"):
+    for name in ("small", "large", "off", "accumulated", "resumed", "abstain", "abstain_large", "large_full_cuts"):
         assert ranks[1][name]["converges"] == ranks[0][name]["converges"], name
 
     def expected_noise(run: str, step: int) -> float:
@@ -260,6 +260,13 @@ def test_two_replicas_size_the_train_loss_vote_by_its_noise(tmp_path):
         assert b["delta"] == (min(vote, previous) if b["step"] == 10 else vote)
         previous = b["delta"]
     assert [c["delta"] for c in ranks[0]["abstain_large"]["converges"]] == [c["delta"] for c in large]
+    # --hdet_controller_two_replica_cut_gain (0.5 by default at 2 replicas): the same votes, and a large gap that
+    # asks for a cut at every converge (the loss rises with the multiplier) moves the LR half as far in log space.
+    full = ranks[0]["large_full_cuts"]["converges"]
+    assert [c["delta"] for c in full] == [c["delta"] for c in large] and all(c["delta"] < 0 for c in large)
+    for half, whole in zip(large, full):
+        assert math.log(whole["scale"]) < 0
+        assert math.log(half["scale"]) == pytest.approx(0.5 * math.log(whole["scale"]), rel=1e-12)
 
 
 def test_onecycleautolr_spreads_and_averages_across_processes(tmp_path):

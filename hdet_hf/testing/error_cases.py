@@ -383,6 +383,9 @@ CASES: list[ErrorCase] = [
         "--hdet_controller_raise_gain", "0.5", match=r"--hdet_controller_raise_gain must be a finite number >= 1.*got 0.5"
     ),
     _flags(
+        "--hdet_controller_two_replica_cut_gain", "0", match=r"--hdet_controller_two_replica_cut_gain must be a number in \(0, 1\].*got 0"
+    ),
+    _flags(
         "--hdet_controller_line_search_threshold",
         "-1",
         match=r"--hdet_controller_line_search_threshold must be a finite number >= 0 \(0 = off\).*got -1",

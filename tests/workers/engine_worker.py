@@ -342,6 +342,7 @@ def scenario_peak_floor(rank: int, world: int) -> dict:
                 sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0,
                 controller_signal="train_loss", controller_lr=1.0, explore_until=1.0,
                 controller_floor_after_peak=floor, comparison_horizon_start=early_end,
+                controller_two_replica_cut_gain=1.0,  # full cuts reach the 10x bound within the run
             )
             return HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-3), total_steps=20)
 
@@ -557,14 +558,15 @@ def scenario_noise_floor(rank: int, world: int) -> dict:
     and resumed from a checkpoint inside an interval."""
 
     def run(
-        gap: float, floor: str = "two_replicas", micro_batches: int = 1, resume_at: int | None = None, abstain: str = "off"
+        gap: float, floor: str = "two_replicas", micro_batches: int = 1, resume_at: int | None = None, abstain: str = "off",
+        cut_gain: float = 0.5,
     ) -> dict:
         def engine_for() -> tuple[HDETEngine, nn.Linear]:
             model = nn.Linear(1, 1, bias=False).to(device())
             config = HDETConfig(
                 sync_interval=5, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, controller_signal="train_loss",
                 controller_noise_floor=floor, explore_until=1.0, controller_line_search_threshold=0.0,
-                controller_abstain_within_noise=abstain,
+                controller_abstain_within_noise=abstain, controller_two_replica_cut_gain=cut_gain,
             )  # fmt: skip
             return HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-3), total_steps=20), model
 
@@ -601,6 +603,7 @@ def scenario_noise_floor(rank: int, world: int) -> dict:
         "resumed": run(0.01, resume_at=7),
         "abstain": run(0.01, abstain="always"),
         "abstain_large": run(1.0, abstain="always"),
+        "large_full_cuts": run(1.0, cut_gain=1.0),
     }
 
 
