@@ -61,7 +61,7 @@ class ControllerSettings:
     # Moves that raise the scale take raise_gain x lr (multiplicative update only; 1 = the paper's symmetry).
     raise_gain: float = 1.0
     # Moves that lower the scale take cut_gain x lr (the engine sets it from controller_two_replica_cut_gain with
-    # exactly two replicas, 1 otherwise: `for_replicas`).
+    # exactly two replicas, 1 otherwise: `from_config`).
     cut_gain: float = 1.0
     # How several rows of scores (train loss and a probe) make one hypergradient: see `combine_votes`.
     combination: str = "mean"
