@@ -7,11 +7,14 @@ start. No runs; reads the folders named below.
 
 from __future__ import annotations
 
-import json
 import statistics
+import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BENCH.parent))
+from hdet_hf.testing.benchmarks import read_results  # noqa: E402
+
 PREFIX = "shared_both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1"
 # The default's row in each folder, newest first (older rows stand in where the later settings did not change
 # the run: controller_default/README.md).
@@ -34,14 +37,9 @@ def moves(folder: str, rows: tuple[str, ...]) -> dict[str, list[float]]:
     """|delta| of every converge that moved, per start, over seeds 0-2 of ``folder``."""
     out: dict[str, list[float]] = {s: [] for s in STARTS}
     for suffix in ("", "_seed1", "_seed2"):
-        path = BENCH / f"{folder}{suffix}" / "results.jsonl"
-        if not path.exists():
-            continue
-        records = {r["name"]: r for r in map(json.loads, path.read_text().splitlines())}
+        records = {r["name"]: r for r in read_results(BENCH / f"{folder}{suffix}" / "results.jsonl")}
         for start in STARTS:
             record = next((records[n] for row in rows if (n := f"{PREFIX}{row}_{start}") in records), None)
-            if record is None:
-                record = next((records[n] for row in rows if (n := f"shared_{PREFIX}{row}_{start}") in records), None)
             if record is not None:
                 out[start] += [abs(s["delta"]) for s in record["syncs"] if s["delta"]]
     return out
