@@ -1,0 +1,349 @@
+"""Quality of the drop-in `OneCycleAutoLR` in a hand-written PyTorch loop, the route the paper's users take.
+
+benchmark_quality.py measures HDET through `HDETTrainer`. A user of the paper's scheduler writes the loop
+themselves: a DDP-wrapped model, AdamW, ``scheduler.step(loss)`` after every optimizer step, and whatever
+keywords they pass. This script trains benchmark_quality.py's task a (the offline docstring corpus, a tiny
+Llama from config) that way, under ``torchrun`` with gloo, and compares every HDET row with plain DDP on the
+same loop, the same data order and the same schedule (`OneCycleAutoLR` with no spread, which is exactly
+``torch.optim.lr_scheduler.OneCycleLR``: tested). Rows (``--configs``):
+
+- ``ddp``: the DDP sweep over ``--grid``.
+- ``readme``: README.md's recommended keywords (shared gradients; ``probe_fn``, ``comparison_horizon=0.1``).
+- ``no_probe``: the same without ``probe_fn`` (the controller compares the replicas' train losses alone).
+- ``no_probe_no_horizon``: also without ``comparison_horizon`` (the one-interval step-size comparison): the
+  reference's comparison with the measured controller settings (spread 0.25, multiplicative, adaptive
+  temperature, lambda 1.5, beta 0.5), what a user who copies only the first keywords gets.
+- ``paper``: the reference's own defaults with auto-LR on (additive, temperature 0.002, lambda 0.5, beta 0.9,
+  spread 0.5), interval and warm-up as ``readme``.
+
+Every HDET row starts at ``--best_lr`` x 0.1 (``low``), x 1 (``best``) and x 3 (``high``). The loop clips
+gradients at 1.0 (the Trainer's default, so the numbers sit beside benchmark_quality.py's); OneCycle cycles
+AdamW's beta1 between 0.85 and 0.95 (torch's default, which a drop-in user keeps). Each seed (``--seeds``)
+changes the model's initial weights and the data order. Rank 0 appends one JSON line per finished run to
+``<out_dir>/results.jsonl`` (``--resume`` skips finished names); the parent writes ``results.md``: per row and
+start the eval loss against the same seed's best DDP point and DDP at the same start LR.
+
+Example:
+    python scripts/benchmark_drop_in.py --quick
+    python scripts/benchmark_drop_in.py --num_processes 2 --batch_size 16 --seeds 0,1,2 \
+        --out_dir benchmarks/drop_in_procs2
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # runs from a checkout without installing
+from hdet_hf.testing.benchmarks import (  # noqa: E402
+    RESULTS_JSONL,
+    append_result,
+    init_worker,
+    kept_results,
+    launch_experiment,
+    public_settings,
+    read_results,
+)
+
+DEFAULT_OUT = REPO / "benchmarks" / "drop_in"
+QUICK_OUT = Path(tempfile.gettempdir()) / "hdet_benchmark_drop_in_quick"
+START_FACTORS = {"low": 0.1, "best": 1.0, "high": 3.0}
+
+# README.md's recommended keywords for a DDP-wrapped model (tests/test_probe_shells.py checks that README's
+# call gives HDETConfig's defaults); `probe_fn` and `model` are added by the loop.
+README_KWARGS: dict[str, Any] = dict(
+    ensemble_lr_spread_ratio=0.25,
+    model_sync_interval=0.03,
+    enable_auto_lr=True,
+    auto_lr_warmup_steps=0.1,
+    controller_update="multiplicative",
+    controller_temperature_mode="adaptive",
+    loss_scale=1.0,
+    lr_of_lr=1.5,
+    momentum_of_lr=0.5,
+    comparison_horizon=0.1,
+)
+HDET_ROWS: dict[str, tuple[dict[str, Any], bool]] = {
+    # name: (OneCycleAutoLR keywords, whether the loop passes probe_fn)
+    "readme": (README_KWARGS, True),
+    "no_probe": (README_KWARGS, False),
+    "no_probe_no_horizon": ({**README_KWARGS, "comparison_horizon": 0.0}, False),
+    "paper": (
+        dict(
+            ensemble_lr_spread_ratio=0.5,
+            model_sync_interval=0.03,
+            enable_auto_lr=True,
+            auto_lr_warmup_steps=0.1,
+        ),
+        False,
+    ),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    p.add_argument("--quick", action="store_true", help="Smoke run: 30 steps, one seed, the readme row only.")
+    p.add_argument("--out_dir", default=None, help=f"Results folder (default {DEFAULT_OUT}; --quick {QUICK_OUT}).")
+    p.add_argument("--resume", action="store_true", help="Keep results.jsonl and skip the runs in it.")
+    p.add_argument("--report_only", action="store_true", help="Rewrite results.md from results.jsonl and exit.")
+    p.add_argument("--num_processes", type=int, default=2, help="Processes (replicas) of the torchrun launch.")
+    p.add_argument("--seeds", default="0", help="Comma-separated seeds (model init and data order).")
+    p.add_argument("--configs", default="ddp,readme,no_probe,no_probe_no_horizon", help="Rows to run.")
+    p.add_argument("--starts", default="low,best,high", help="Starts of the HDET rows (x --best_lr).")
+    p.add_argument("--grid", default="0.001,0.003,0.01,0.03,0.1", help="LRs of the DDP sweep.")
+    p.add_argument("--best_lr", type=float, default=0.01, help="The LR the HDET starts are multiples of.")
+    p.add_argument("--max_steps", type=int, default=300)
+    p.add_argument("--batch_size", type=int, default=8, help="Per-process batch (blocks of --block_size).")
+    p.add_argument("--block_size", type=int, default=128)
+    p.add_argument("--vocab_size", type=int, default=1024)
+    p.add_argument("--hidden_size", type=int, default=64)
+    p.add_argument("--num_hidden_layers", type=int, default=2)
+    p.add_argument("--intermediate_size", type=int, default=172)
+    p.add_argument("--adam_beta2", type=float, default=0.999)
+    p.add_argument("--weight_decay", type=float, default=0.0)
+    p.add_argument("--max_grad_norm", type=float, default=1.0, help="Clipping (0: none; the Trainer's default 1).")
+    p.add_argument("--probe_size", type=int, default=32, help="Train blocks in the probe batch (HDETConfig's).")
+    p.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--_work_dir", default="", help=argparse.SUPPRESS)
+    return p
+
+
+def resolve(args: argparse.Namespace) -> argparse.Namespace:
+    if args.quick:
+        args.max_steps, args.seeds, args.configs, args.grid = 30, "0", "ddp,readme", "0.01"
+        args.starts = "best"
+    if args.out_dir is None:
+        args.out_dir = str(QUICK_OUT if args.quick else DEFAULT_OUT)
+    unknown = set(_names(args.configs)) - {"ddp", *HDET_ROWS}
+    if unknown:
+        raise SystemExit(f"Unknown --configs {sorted(unknown)}; choose from ddp, {', '.join(HDET_ROWS)}.")
+    bad_starts = set(_names(args.starts)) - set(START_FACTORS)
+    if bad_starts:
+        raise SystemExit(f"Unknown --starts {sorted(bad_starts)}; choose from {', '.join(START_FACTORS)}.")
+    return args
+
+
+def _names(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def planned_runs(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every run of this launch: name, seed, row, start and LR (DDP first, so a killed launch keeps the sweep)."""
+    runs = []
+    rows = _names(args.configs)
+    for seed in (int(s) for s in _names(args.seeds)):
+        if "ddp" in rows:
+            for lr in (float(x) for x in _names(args.grid)):
+                runs.append(dict(name=f"ddp_lr{lr:g}_s{seed}", seed=seed, row="ddp", start=None, lr=lr))
+        for row in (r for r in rows if r != "ddp"):
+            for start in _names(args.starts):
+                lr = float(f"{args.best_lr * START_FACTORS[start]:.6g}")
+                runs.append(dict(name=f"{row}_{start}_s{seed}", seed=seed, row=row, start=start, lr=lr))
+    return runs
+
+
+def worker(args: argparse.Namespace) -> None:
+    """Inside torchrun: every planned run in sequence; rank 0 appends one JSON line per finished run."""
+    os.environ.setdefault("ACCELERATE_USE_CPU", "true")
+    import torch
+    import transformers
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    from hdet_hf import OneCycleAutoLR
+    from hdet_hf.examples.data import build_default_model, load_default_task
+    from hdet_hf.process import finish_distributed
+
+    info = init_worker("gloo")
+    results_path = Path(args.out_dir) / RESULTS_JSONL
+    done = {r["name"] for r in kept_results(results_path, keep=args.resume)}
+    tokenizer, lm = load_default_task(block_size=args.block_size, vocab_size=args.vocab_size)
+    train_ds, eval_ds = lm["train"], lm["validation"]
+    collate = transformers.default_data_collator
+    # The probe batch as HDETTrainer draws it with no eval set: the first train blocks, the same on every rank.
+    probe_batch = collate([train_ds[i] for i in range(min(args.probe_size, len(train_ds)))])
+    eval_batches = [collate([eval_ds[j] for j in range(i, min(i + 64, len(eval_ds)))]) for i in range(0, len(eval_ds), 64)]
+
+    def mean_loss(model: Any, batches: list[dict[str, Any]]) -> float:
+        """Mean per-token loss over ``batches`` (eval mode, no grad); every block holds the same token count."""
+        was_training = model.training
+        model.eval()
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for batch in batches:
+                n = int(batch["input_ids"].shape[0])
+                total += float(model(**batch).loss) * n
+                count += n
+        model.train(was_training)
+        return total / count
+
+    def run(spec: dict[str, Any]) -> dict[str, Any]:
+        transformers.set_seed(spec["seed"])
+        module = build_default_model(
+            tokenizer,
+            hidden_size=args.hidden_size,
+            num_hidden_layers=args.num_hidden_layers,
+            intermediate_size=args.intermediate_size,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
+        model = DistributedDataParallel(module)
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=spec["lr"], betas=(0.9, args.adam_beta2), weight_decay=args.weight_decay
+        )
+        if spec["row"] == "ddp":
+            kwargs, with_probe = {}, False
+        else:
+            kwargs, with_probe = HDET_ROWS[spec["row"]]
+        scheduler = OneCycleAutoLR(
+            optimizer,
+            max_lr=spec["lr"],
+            total_steps=args.max_steps,
+            model=module,
+            probe_fn=(lambda: mean_loss(module, [probe_batch])) if with_probe else None,
+            **kwargs,
+        )
+        sampler = DistributedSampler(train_ds, shuffle=True, seed=spec["seed"], drop_last=True)
+        loader = DataLoader(train_ds, batch_size=args.batch_size, sampler=sampler, collate_fn=collate, drop_last=True)
+        lrs, losses, step, epoch = [], [], 0, 0
+        t0 = time.time()
+        while step < args.max_steps:
+            sampler.set_epoch(epoch)
+            for batch in loader:
+                loss = model(**batch).loss
+                loss.backward()
+                if args.max_grad_norm > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                lrs.append(float(optimizer.param_groups[0]["lr"]))
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                scheduler.step(loss.detach())
+                losses.append(loss.item())
+                step += 1
+                if step >= args.max_steps:
+                    break
+            epoch += 1
+        train_s = time.time() - t0
+        eval_loss = mean_loss(module, eval_batches)
+        engine = scheduler.engine
+        record = {
+            **spec,
+            "eval_loss": eval_loss,
+            "final_scale": engine.controllers["lr"].scale if "lr" in engine.controllers else 1.0,
+            "world_size": info.world,
+            "steps": args.max_steps,
+            "train_s": round(train_s, 1),
+            "train_loss_curve": [
+                [i + 10, sum(losses[i : i + 10]) / len(losses[i : i + 10])] for i in range(0, len(losses), 10)
+            ],
+            "lr_rank0_per_step": lrs if info.rank == 0 else None,
+            "config": {k: v for k, v in engine.config.to_dict().items()},
+        }
+        return record
+
+    for spec in planned_runs(args):
+        if spec["name"] in done:
+            continue
+        if info.rank == 0:
+            print(f"[benchmark_drop_in {time.strftime('%H:%M:%S')}] start {spec['name']} (lr {spec['lr']:g})", flush=True)
+        record = run(spec)
+        if info.rank == 0:
+            append_result(results_path, record)
+            print(
+                f"[benchmark_drop_in {time.strftime('%H:%M:%S')}] done  {spec['name']}: eval loss "
+                f"{record['eval_loss']:.4f}, final scale {record['final_scale']:.3g}, {record['train_s']:.0f} s",
+                flush=True,
+            )
+    finish_distributed()
+
+
+def report(records: list[dict[str, Any]]) -> str:
+    """results.md's tables: each HDET run against its seed's best DDP point and DDP at its start LR, then the
+    mean over seeds per row and start."""
+    ddp = {(r["seed"], r["lr"]): r["eval_loss"] for r in records if r["row"] == "ddp"}
+    best = {}
+    for (seed, lr), loss in ddp.items():
+        if math.isfinite(loss) and (seed not in best or loss < best[seed][1]):
+            best[seed] = (lr, loss)
+    lines = ["| seed | DDP sweep: eval loss per LR | best |", "|---|---|---|"]
+    for seed in sorted(best):
+        points = " / ".join(f"{lr:g}: {loss:.4f}" for (s, lr), loss in sorted(ddp.items()) if s == seed)
+        lines.append(f"| {seed} | {points} | {best[seed][0]:g} ({best[seed][1]:.4f}) |")
+    lines += [
+        "",
+        "| run | start LR | final scale | eval loss | x best DDP | x DDP at the start LR |",
+        "|---|---|---|---|---|---|",
+    ]
+    cells: dict[tuple[str, str], list[tuple[float, float | None]]] = {}
+    for r in sorted((r for r in records if r["row"] != "ddp"), key=lambda r: (r["row"], r["start"], r["seed"])):
+        if r["seed"] not in best:
+            continue
+        ratio = r["eval_loss"] / best[r["seed"]][1]
+        same = ddp.get((r["seed"], r["lr"]))
+        against = r["eval_loss"] / same if same else None
+        cells.setdefault((r["row"], r["start"]), []).append((ratio, against))
+        lines.append(
+            f"| {r['name']} | {r['lr']:g} | {r['final_scale']:.3g} | {r['eval_loss']:.4f} | {ratio:.3f} | "
+            f"{'-' if against is None else f'{against:.3f}'} |"
+        )
+    lines += [
+        "",
+        "| row | start | seeds | x best DDP: mean (sd) | DDP at the start LR: mean x best | worse than that DDP |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (row, start), values in sorted(cells.items(), key=lambda kv: (kv[0][0], list(START_FACTORS).index(kv[0][1]))):
+        ratios = [v[0] for v in values]
+        sd = statistics.pstdev(ratios) if len(ratios) > 1 else 0.0
+        seeds = [r for r in records if r["row"] == row and r["start"] == start and r["seed"] in best]
+        ddp_at = [ddp[(r["seed"], r["lr"])] / best[r["seed"]][1] for r in seeds if (r["seed"], r["lr"]) in ddp]
+        worse = sum(1 for v in values if v[1] is not None and v[1] > 1.0)
+        known = sum(1 for v in values if v[1] is not None)
+        lines.append(
+            f"| {row} | {start} | {len(ratios)} | {statistics.mean(ratios):.3f} ({sd:.3f}) | "
+            f"{statistics.mean(ddp_at):.3f} | {worse} of {known} |"
+            if ddp_at
+            else f"| {row} | {start} | {len(ratios)} | {statistics.mean(ratios):.3f} ({sd:.3f}) | - | - |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_report(out_dir: Path, meta: dict[str, Any] | None = None) -> None:
+    records = read_results(out_dir / RESULTS_JSONL)
+    head = ["# The drop-in `OneCycleAutoLR` in a hand-written loop", ""]
+    if meta:
+        head += [f"Command: `{meta['command']}`  ", f"Date: {meta['date']}  ", f"Machine: {meta['machine']}  ",
+                 f"Wall time: {meta['wall_s']:.0f} s", "", ""]
+    (out_dir / "results.md").write_text("\n".join(head) + report(records), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = resolve(build_parser().parse_args(argv))
+    out_dir = Path(args.out_dir)
+    if args.report_only:
+        write_report(out_dir)
+        return 0
+    if args._worker:
+        worker(args)
+        return 0
+    rc, wall, meta = launch_experiment(
+        __file__, argv, out_dir, args.num_processes, keep=args.resume, settings=public_settings(args)
+    )
+    if (out_dir / RESULTS_JSONL).is_file():
+        write_report(out_dir, meta)
+        print(f"benchmark_drop_in: {wall:.0f} s; wrote {out_dir}/results.md")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
