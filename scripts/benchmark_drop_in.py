@@ -93,10 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
     p.add_argument("--quick", action="store_true", help="Smoke run: 30 steps, one seed, the readme row only.")
-    p.add_argument("--out_dir", default=None, help=f"Results folder (default {DEFAULT_OUT}; --quick {QUICK_OUT}).")
+    p.add_argument(
+        "--out_dir", default=None, help=f"Results folder (default {DEFAULT_OUT}; --quick {QUICK_OUT})."
+    )
     p.add_argument("--resume", action="store_true", help="Keep results.jsonl and skip the runs in it.")
-    p.add_argument("--report_only", action="store_true", help="Rewrite results.md from results.jsonl and exit.")
-    p.add_argument("--num_processes", type=int, default=2, help="Processes (replicas) of the torchrun launch.")
+    p.add_argument(
+        "--report_only", action="store_true", help="Rewrite results.md from results.jsonl and exit."
+    )
+    p.add_argument(
+        "--num_processes", type=int, default=2, help="Processes (replicas) of the torchrun launch."
+    )
     p.add_argument("--seeds", default="0", help="Comma-separated seeds (model init and data order).")
     p.add_argument("--configs", default="ddp,readme,no_probe,no_probe_no_horizon", help="Rows to run.")
     p.add_argument("--starts", default="low,best,high", help="Starts of the HDET rows (x --best_lr).")
@@ -111,8 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--intermediate_size", type=int, default=172)
     p.add_argument("--adam_beta2", type=float, default=0.999)
     p.add_argument("--weight_decay", type=float, default=0.0)
-    p.add_argument("--max_grad_norm", type=float, default=1.0, help="Clipping (0: none; the Trainer's default 1).")
-    p.add_argument("--probe_size", type=int, default=32, help="Train blocks in the probe batch (HDETConfig's).")
+    p.add_argument(
+        "--max_grad_norm", type=float, default=1.0, help="Clipping (0: none; the Trainer's default 1)."
+    )
+    p.add_argument(
+        "--probe_size", type=int, default=32, help="Train blocks in the probe batch (HDETConfig's)."
+    )
     p.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--_work_dir", default="", help=argparse.SUPPRESS)
     return p
@@ -172,7 +182,9 @@ def worker(args: argparse.Namespace) -> None:
     collate = transformers.default_data_collator
     # The probe batch as HDETTrainer draws it with no eval set: the first train blocks, the same on every rank.
     probe_batch = collate([train_ds[i] for i in range(min(args.probe_size, len(train_ds)))])
-    eval_batches = [collate([eval_ds[j] for j in range(i, min(i + 64, len(eval_ds)))]) for i in range(0, len(eval_ds), 64)]
+    eval_batches = [
+        collate([eval_ds[j] for j in range(i, min(i + 64, len(eval_ds)))]) for i in range(0, len(eval_ds), 64)
+    ]
 
     def mean_loss(model: Any, batches: list[dict[str, Any]]) -> float:
         """Mean per-token loss over ``batches`` (eval mode, no grad); every block holds the same token count."""
@@ -214,7 +226,9 @@ def worker(args: argparse.Namespace) -> None:
             **kwargs,
         )
         sampler = DistributedSampler(train_ds, shuffle=True, seed=spec["seed"], drop_last=True)
-        loader = DataLoader(train_ds, batch_size=args.batch_size, sampler=sampler, collate_fn=collate, drop_last=True)
+        loader = DataLoader(
+            train_ds, batch_size=args.batch_size, sampler=sampler, collate_fn=collate, drop_last=True
+        )
         lrs, losses, step, epoch = [], [], 0, 0
         t0 = time.time()
         while step < args.max_steps:
@@ -255,7 +269,10 @@ def worker(args: argparse.Namespace) -> None:
         if spec["name"] in done:
             continue
         if info.rank == 0:
-            print(f"[benchmark_drop_in {time.strftime('%H:%M:%S')}] start {spec['name']} (lr {spec['lr']:g})", flush=True)
+            print(
+                f"[benchmark_drop_in {time.strftime('%H:%M:%S')}] start {spec['name']} (lr {spec['lr']:g})",
+                flush=True,
+            )
         record = run(spec)
         if info.rank == 0:
             append_result(results_path, record)
@@ -285,7 +302,9 @@ def report(records: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|",
     ]
     cells: dict[tuple[str, str], list[tuple[float, float | None]]] = {}
-    for r in sorted((r for r in records if r["row"] != "ddp"), key=lambda r: (r["row"], r["start"], r["seed"])):
+    for r in sorted(
+        (r for r in records if r["row"] != "ddp"), key=lambda r: (r["row"], r["start"], r["seed"])
+    ):
         if r["seed"] not in best:
             continue
         ratio = r["eval_loss"] / best[r["seed"]][1]
@@ -301,11 +320,15 @@ def report(records: list[dict[str, Any]]) -> str:
         "| row | start | seeds | x best DDP: mean (sd) | DDP at the start LR: mean x best | worse than that DDP |",
         "|---|---|---|---|---|---|",
     ]
-    for (row, start), values in sorted(cells.items(), key=lambda kv: (kv[0][0], list(START_FACTORS).index(kv[0][1]))):
+    for (row, start), values in sorted(
+        cells.items(), key=lambda kv: (kv[0][0], list(START_FACTORS).index(kv[0][1]))
+    ):
         ratios = [v[0] for v in values]
         sd = statistics.pstdev(ratios) if len(ratios) > 1 else 0.0
         seeds = [r for r in records if r["row"] == row and r["start"] == start and r["seed"] in best]
-        ddp_at = [ddp[(r["seed"], r["lr"])] / best[r["seed"]][1] for r in seeds if (r["seed"], r["lr"]) in ddp]
+        ddp_at = [
+            ddp[(r["seed"], r["lr"])] / best[r["seed"]][1] for r in seeds if (r["seed"], r["lr"]) in ddp
+        ]
         worse = sum(1 for v in values if v[1] is not None and v[1] > 1.0)
         known = sum(1 for v in values if v[1] is not None)
         lines.append(
@@ -321,8 +344,14 @@ def write_report(out_dir: Path, meta: dict[str, Any] | None = None) -> None:
     records = read_results(out_dir / RESULTS_JSONL)
     head = ["# The drop-in `OneCycleAutoLR` in a hand-written loop", ""]
     if meta:
-        head += [f"Command: `{meta['command']}`  ", f"Date: {meta['date']}  ", f"Machine: {meta['machine']}  ",
-                 f"Wall time: {meta['wall_s']:.0f} s", "", ""]
+        head += [
+            f"Command: `{meta['command']}`  ",
+            f"Date: {meta['date']}  ",
+            f"Machine: {meta['machine']}  ",
+            f"Wall time: {meta['wall_s']:.0f} s",
+            "",
+            "",
+        ]
     (out_dir / "results.md").write_text("\n".join(head) + report(records), encoding="utf-8")
 
 
