@@ -67,9 +67,8 @@ def summary_table(folder: Path = TABLES) -> str:
             seeds = "/".join(str(sum(c not in ("-", "") for c in cells[s][1:-4])) for s in STARTS)
             means = [cells[s][-4].split(" ")[0] for s in STARTS]
             ddp = [cells[s][-2].split(" ")[0] for s in ("low", "high")]
-            worse = " / ".join(
-                cells[s][-1].split(" of ")[0] + "/" + cells[s][-1].split(" of ")[1] for s in STARTS
-            )
+            # "k of n", or "-" where no seed had DDP at that start (controller_seeds.py writes it so).
+            worse = " / ".join(cells[s][-1].replace(" of ", "/") for s in STARTS)
             lines.append(
                 f"| {key}: {what} | {processes} | {seeds} | {' | '.join(means)} | {' / '.join(ddp)} | {worse} |"
             )

@@ -19,15 +19,41 @@ def test_readme_flag_table_is_up_to_date():
 
 def test_readme_controller_table_matches_the_recorded_tables(tmp_path):
     script = str(ROOT / "scripts" / "controller_summary.py")
-    proc = subprocess.run([sys.executable, script, "--check", str(ROOT / "README.md")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, script, "--check", str(ROOT / "README.md")], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     # The check sees a changed number: one ratio edited in a copy of README.md fails it.
     readme = (ROOT / "README.md").read_text()
-    block = readme.split("<!-- controller_summary: begin -->", 1)[1].split("<!-- controller_summary: end -->", 1)[0]
+    block = readme.split("<!-- controller_summary: begin -->", 1)[1].split(
+        "<!-- controller_summary: end -->", 1
+    )[0]
     edited = tmp_path / "README.md"
     edited.write_text(readme.replace(block, block.replace("| 1.016 |", "| 1.015 |", 1)))
     proc = subprocess.run([sys.executable, script, "--check", str(edited)], capture_output=True, text=True)
     assert proc.returncode == 1 and "differs" in proc.stderr
+
+
+def test_controller_summary_reads_a_start_without_ddp(tmp_path):
+    """A start whose seeds had no DDP run is written "-" by controller_seeds.py; the summary keeps it as "-"."""
+    import shutil
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import controller_summary
+
+    folder = tmp_path / "tables"
+    shutil.copytree(ROOT / "benchmarks" / "controller_default", folder)
+    table = folder / "a.md"
+    lines = table.read_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("| high ("))
+    lines[row] = lines[row].rsplit("|", 2)[0] + "| - |"
+    table.write_text("\n".join(lines) + "\n")
+    a_row = next(
+        line
+        for line in controller_summary.summary_table(folder).splitlines()
+        if line.startswith("| a: ") and "| 4 |" in line
+    )
+    assert a_row.endswith(" / - |")
 
 
 def test_readme_test_command_is_what_ci_runs():
@@ -42,7 +68,16 @@ def test_docstring_examples_run():
     """Every ``>>>`` example in the package runs and prints what it says (in a fresh process: examples
     create Accelerate state that must not leak into other tests)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--doctest-modules", str(ROOT / "hdet_hf")],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--doctest-modules",
+            str(ROOT / "hdet_hf"),
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
