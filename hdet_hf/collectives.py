@@ -1,4 +1,4 @@
-"""Every collective HDET issues lives here: the fused converge and the start-up broadcast.
+"""Every collective HDET issues lives here: the fused converge, the start-up broadcast and one gather of a float.
 
 `fused_average_` follows PyTorch's ``model_averaging.utils.average_parameters``: copy tensors into one
 flat buffer, one all-reduce, copy back. It adds two things: the buffer also carries a small per-rank
@@ -23,7 +23,15 @@ from collections.abc import Iterator, Sequence
 import torch
 import torch.distributed as dist
 
-__all__ = ["fused_average_", "broadcast_tensors_", "iter_buckets", "NoContributorError", "Workspace", "local_data"]
+__all__ = [
+    "fused_average_",
+    "broadcast_tensors_",
+    "gather_floats",
+    "iter_buckets",
+    "NoContributorError",
+    "Workspace",
+    "local_data",
+]
 
 
 class NoContributorError(RuntimeError):
@@ -205,3 +213,14 @@ def broadcast_tensors_(
                 n = t.numel()
                 t.copy_(flat[offset : offset + n].view_as(t))
                 offset += n
+
+
+def gather_floats(
+    value: float, world_size: int, *, device: torch.device | None = None, group: dist.ProcessGroup | None = None
+) -> list[float]:
+    """Every rank's ``value``, in rank order: one all-gather of one float64 per rank (on ``device``, which NCCL
+    needs to be the rank's GPU)."""
+    mine = torch.tensor([value], dtype=torch.float64, device=device)
+    gathered = [torch.empty_like(mine) for _ in range(world_size)]
+    dist.all_gather(gathered, mine, group=group)
+    return [float(t) for t in gathered]

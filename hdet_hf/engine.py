@@ -50,6 +50,7 @@ from .registry import LR, ExploredValues, HyperparameterRegistry
 from .replica import ReplicaTensors
 from .run_record import ConvergeReport, RunRecorder, RunRecordViews, SyncReport
 from .score_window import AVERAGED_SIGNALS, COOLDOWN_SIGNALS, PROBE_ONLY_SIGNALS, ScoreWindow, probe_at
+from .shared_gradients import HORIZON_NEEDS_SHARED_GRADIENTS, gradients_shared
 
 __all__ = ["HDETEngine", "ConvergeReport", "SyncReport", "HDETDivergenceError", "STATE_VERSION"]
 
@@ -150,6 +151,10 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         self.last_report: ConvergeReport | None = None
         self.health = ReplicaHealth(config.divergence_factor)
         self.fitness = FitnessWeights(config.controller_temperature, config.controller_temperature_mode)
+        # Read at a fresh run's first step with a horizon (which needs shared gradients), or when a shell that does
+        # not wrap the model asks (`OneCycleAutoLR`): are the gradients all-reduced? (`shared_gradients`)
+        self.detect_gradient_sharing = False
+        self.gradients_shared: bool | None = None
         if self.world_size > 1:
             self._check_settings_agree()
 
@@ -196,6 +201,16 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         self.steps_in_interval += 1
         self.steps_since_converge += 1
         self.window.end_step()
+        # Only with the LR alone explored: e.g. a weight decay per rank enters Adam's moments in its L2 form.
+        if (
+            self.step == 1
+            and self.world_size > 1
+            and (self.horizon.enabled or self.detect_gradient_sharing)
+            and self.registry.names == [LR]
+        ):
+            self.gradients_shared = gradients_shared(self.replica, self.world_size, self.group)
+            if self.horizon.enabled and self.gradients_shared is False:
+                raise ValueError(HORIZON_NEEDS_SHARED_GRADIENTS)
         if (
             self.config.controller_signal in AVERAGED_SIGNALS
             and self.step <= self.explore_until_step

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LRScheduler, OneCycleLR
 
 from .config import HDETConfig
@@ -23,6 +24,14 @@ from .engine import ConvergeReport, HDETEngine
 from .learning_rates import set_group_lr
 
 __all__ = ["HDETLRScheduler", "OneCycleAutoLR", "one_cycle_base_schedule"]
+
+UNWRAPPED_SHARED_MODEL = (
+    "OneCycleAutoLR: the gradients are all-reduced every step (the model is wrapped in DistributedDataParallel), but "
+    "the scheduler was given the unwrapped model (or none), so it compares the replicas by one interval's step sizes "
+    "(the reference's comparison). In a hand-written loop that comparison ended 4.8 % above the sweep's best at the "
+    "best LR and worse than plain DDP from 3x above, the comparison horizon 0.4 % below and 1.2 % above "
+    "(BENCHMARKS.md, the drop-in). Pass model=<the DDP-wrapped model> or comparison_horizon=0.1."
+)
 
 
 def one_cycle_base_schedule(
@@ -136,11 +145,13 @@ class OneCycleAutoLR(OneCycleLR):
     (``HDETConfig.explore_until``, default 0.5): where exploration ends, a fraction of the run in (0, 1] or
     an integer step >= 1. After it the controller stops and the spread is 0, so the rest of the run is
     plain data-parallel training on the OneCycle schedule as corrected so far; 1.0 explores to the last
-    step, as the reference does. ``comparison_horizon`` (default 0, the reference's one-interval comparison):
-    with auto-LR and a model wrapped in DDP (gradients all-reduced every step, `shared` mode), e.g. 0.1
-    compares replicas along the run's direction over 10 % of the run, as ``HDETConfig``'s default does in
-    shared mode (``--hdet_comparison_horizon``). This scheduler cannot see whether gradients are shared, so it
-    is off unless asked for. ``comparison_horizon_start`` (``--hdet_comparison_horizon_start``, default 0.3):
+    step, as the reference does. ``comparison_horizon``: with auto-LR and gradients all-reduced every step
+    (`shared` mode), e.g. 0.1 compares replicas along the run's direction over 10 % of the run, as ``HDETConfig``'s
+    default does in shared mode (``--hdet_comparison_horizon``); 0 is the reference's one-interval comparison. The
+    default, None, takes 0.1 when ``model`` is the DistributedDataParallel-wrapped model (the engine averages its
+    ``.module``), else 0, and then warns after the first step if the gradients turn out to be shared (one gather of
+    a float). A horizon with gradients that are not shared is refused at the first step (`shared_gradients`).
+    ``comparison_horizon_start`` (``--hdet_comparison_horizon_start``, default 0.3):
     where the horizon takes over; before it the lower of two alternating comparisons moves the LR.
     ``raise_gain`` (``--hdet_controller_raise_gain``, default 2): with ``controller_update="multiplicative"``,
     moves that raise the LR are this many times ``lr_of_lr``; the paper's additive update ignores it.
@@ -198,7 +209,7 @@ class OneCycleAutoLR(OneCycleLR):
         seed: int = 0,
         probe_fn: Callable[[], float] | None = None,
         explore_until: float = HDETConfig.explore_until,
-        comparison_horizon: float = 0.0,
+        comparison_horizon: float | None = None,
         comparison_horizon_start: float = HDETConfig.comparison_horizon_start,
         raise_gain: float = HDETConfig.controller_raise_gain,
         floor_after_peak: bool = HDETConfig.controller_floor_after_peak,
@@ -263,6 +274,13 @@ class OneCycleAutoLR(OneCycleLR):
                 f"explore_until must be a fraction of the run in (0, 1] or an integer step >= 1, but got "
                 f"{explore_until!r}. Use e.g. 0.5, or 1.0 to explore to the last step."
             )
+        # The gradients are visible as shared only through the wrapper (the engine itself averages the module).
+        wrapped = isinstance(model, DistributedDataParallel)
+        if wrapped:
+            model = model.module
+        # None: HDETConfig's own default where we see DDP (10 % of the run with auto-LR), else the reference's
+        # one-interval comparison, and the first step says whether the gradients were shared after all.
+        horizon_unknown = comparison_horizon is None and not wrapped
         if enable_auto_lr and ensemble_lr_spread_ratio == 0:
             raise ValueError(
                 "enable_auto_lr=True needs ensemble_lr_spread_ratio > 0: with no spread every rank runs the same "
@@ -280,7 +298,7 @@ class OneCycleAutoLR(OneCycleLR):
             controller_update=controller_update,
             seed=seed,
             explore_until=explore_until,
-            comparison_horizon=comparison_horizon,
+            comparison_horizon=0.0 if horizon_unknown else comparison_horizon,
             comparison_horizon_start=comparison_horizon_start,
             controller_raise_gain=raise_gain,
             controller_floor_after_peak=floor_after_peak,
@@ -304,6 +322,7 @@ class OneCycleAutoLR(OneCycleLR):
         # The engine exists before OneCycleLR.__init__, whose initial step already goes through get_lr().
         self.engine = HDETEngine(self.hdet_config, model, optimizer, total_steps)
         self.engine.probe_fn = probe_fn
+        self.engine.detect_gradient_sharing = horizon_unknown and enable_auto_lr
         super().__init__(
             optimizer,
             max_lr,
@@ -331,6 +350,8 @@ class OneCycleAutoLR(OneCycleLR):
             if loss is not None:
                 engine.add_loss(loss)
             self.last_report: ConvergeReport | None = engine.end_step()
+            if engine.step == 1 and engine.detect_gradient_sharing and engine.gradients_shared:
+                warnings.warn(UNWRAPPED_SHARED_MODEL, stacklevel=2)
         self._hdet_started = True
         super().step()
 

@@ -16,8 +16,9 @@ def test_settings_that_differ_between_ranks_are_refused_on_every_rank(tmp_path):
     ranks = load_ranks(tmp_path, 3)
     for r in ranks:
         assert r["sync_interval"] == ranks[0]["sync_interval"]  # the same error on every rank: none hangs
-        assert "HDET settings differ between processes: --hdet_sync_interval: 2 on ranks [0], 3 on ranks [1, 2]" in (
-            r["sync_interval"]
+        assert (
+            "HDET settings differ between processes: --hdet_sync_interval: 2 on ranks [0], 3 on ranks [1, 2]"
+            in (r["sync_interval"])
         )
         assert "--hdet_lr_spread: 0.25 on ranks [0], 0.5 on ranks [1, 2]" in r["lr_spread"]
         assert "total optimizer steps (--max_steps): 8 on ranks [0], 10 on ranks [1, 2]" in r["run_length"]
@@ -38,3 +39,25 @@ def test_an_inf_in_one_ranks_averaged_optimizer_state_does_not_reach_the_others(
         torch.testing.assert_close(r["after"]["exp_avg_sq"], healthy_mean)
         for p, q in zip(r["params"], ranks[0]["params"]):
             assert torch.equal(p, q) and torch.isfinite(p).all()
+
+
+def test_the_first_step_tells_shared_gradients_from_local_ones(tmp_path):
+    """The comparison horizon's offsets cancel only when every rank's direction is the same: a horizon without a DDP
+    wrapper is refused at the first step; the drop-in turns the horizon on when it is given the DDP wrapper, and
+    warns when the gradients were shared but it was given the unwrapped model."""
+    torchrun("safety_worker.py", 2, ["gradient_sharing", str(tmp_path)], timeout=180)
+    ranks = load_ranks(tmp_path, 2)
+    for r in ranks:
+        assert r == ranks[0]  # every rank read, raised and warned the same
+    cases = ranks[0]
+    assert cases["engine_ddp"] == {"error": None, "warnings": [], "shared": True, "horizon": True}
+    assert (
+        cases["engine_local"]["shared"] is False
+        and "needs the gradients all-reduced" in cases["engine_local"]["error"]
+    )
+    assert cases["drop_in_ddp"] == {"error": None, "warnings": [], "shared": True, "horizon": True}
+    unwrapped = cases["drop_in_unwrapped_ddp"]
+    assert unwrapped["error"] is None and not unwrapped["horizon"] and unwrapped["shared"] is True
+    assert len(unwrapped["warnings"]) == 1 and "comparison_horizon=0.1" in unwrapped["warnings"][0]
+    assert cases["drop_in_local"] == {"error": None, "warnings": [], "shared": False, "horizon": False}
+    assert "needs the gradients all-reduced" in cases["drop_in_horizon_local"]["error"]

@@ -5,6 +5,8 @@ Usage: ``safety_worker.py SCENARIO DUMP_DIR``; every rank writes ``DUMP_DIR/rank
 - ``settings``: several plans of per-rank settings; each rank records what creating the engine raised.
 - ``optimizer_inf``: Adam, ``average_optimizer_state``; rank 1 puts +inf into one second moment before the
   converge; every rank records its optimizer state and parameters after it.
+- ``gradient_sharing``: runs with and without a DDP wrapper, through the engine and the drop-in scheduler; each
+  rank records what the first steps raised or warned and what the engine read (`shared_gradients`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from hdet_hf import HDETConfig
+from hdet_hf import HDETConfig, OneCycleAutoLR
 from hdet_hf.engine import HDETEngine
 from hdet_hf.process import finish_distributed
 
@@ -63,6 +65,62 @@ def scenario_optimizer_inf(rank: int, world: int) -> dict:
         "params": [p.detach().clone() for p in model.parameters()],
         "excluded": report.excluded_ranks,
     }
+
+
+def _train(model: nn.Module, optimizer: torch.optim.Optimizer, step_fn, rank: int, steps: int) -> dict:
+    """``steps`` steps on this rank's own batch; what the first steps raised and warned, and the engine's reading."""
+    out: dict = {"error": None, "warnings": []}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            for _ in range(steps):
+                loss = model(torch.full((4, 3), float(rank + 1))).pow(2).mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                step_fn(loss.detach())
+        except ValueError as exc:
+            out["error"] = str(exc)
+    out["warnings"] = [str(w.message) for w in caught if "DDP-wrapped" in str(w.message)]
+    return out
+
+
+def scenario_gradient_sharing(rank: int, world: int) -> dict:
+    from torch.nn.parallel import DistributedDataParallel
+
+    out = {}
+    for name in ("engine_ddp", "engine_local", "drop_in_ddp", "drop_in_unwrapped_ddp", "drop_in_local",
+                 "drop_in_horizon_local"):  # fmt: skip
+        torch.manual_seed(0)
+        module = nn.Linear(3, 2)
+        ddp = name.endswith("_ddp")
+        model = DistributedDataParallel(module) if ddp else module
+        optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
+        if name.startswith("engine"):
+            config = HDETConfig(
+                auto_lr=True, sync_interval=2, auto_lr_warmup_steps=2, controller_signal="train_loss"
+            )
+            engine = HDETEngine(config, module, optimizer, total_steps=8)
+            engine.apply_lr([0.01])  # what a scheduler shell does at every step (a constant schedule)
+
+            def step_fn(loss, engine=engine):
+                engine.add_loss(loss)
+                engine.end_step()
+                engine.apply_lr([0.01])
+        else:
+            horizon = {"comparison_horizon": 0.1} if name == "drop_in_horizon_local" else {}
+            sched = OneCycleAutoLR(
+                optimizer, max_lr=0.01, total_steps=8, ensemble_lr_spread_ratio=0.25, model_sync_interval=2,
+                enable_auto_lr=True, auto_lr_warmup_steps=2, controller_update="multiplicative",
+                controller_temperature_mode="adaptive", loss_scale=1.0,
+                model=model if name != "drop_in_unwrapped_ddp" else module, **horizon,
+            )  # fmt: skip
+            engine = sched.engine
+            step_fn = sched.step
+        result = _train(model, optimizer, step_fn, rank, steps=4)
+        result.update(shared=engine.gradients_shared, horizon=engine.horizon.enabled)
+        out[name] = result
+    return out
 
 
 def main() -> None:
