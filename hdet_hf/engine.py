@@ -20,6 +20,7 @@ converge is one fused all-reduce that averages the replica's tensors and gathers
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import warnings
@@ -120,28 +121,17 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
             self.explore_until_step,
         )
         self.recorder = RunRecorder(config, self.world_size, total_steps, optimizer)
-        self.horizon = HorizonOffsets(
-            horizon_decay(config.sync_interval, config.resolve_comparison_horizon(total_steps))
-        )
         # With a comparison horizon (only ever set with the LR controller: `HDETConfig` checks it), from the
         # first regular converge at or after this step the LR multipliers act through offsets along the run's
         # direction, not through the step size (`horizon`).
         self.horizon_start_step = config.resolve_warmup_steps(total_steps, "comparison_horizon_start")
         self.paired_votes = PairedVotes()  # before that step, with early_comparison="lower_of_both"
         self.peak_floor = PeakFloor()  # --hdet_controller_floor_after_peak: no net cut once the schedule decays
-        # --hdet_controller_line_search_threshold: far below the right LR, the probe's line search sizes a raise.
-        self.line_search = LineSearchRaise.for_run(config, self.world_size)
-        # With two replicas each rebuilds the line's centre as its third point (`centre_point`); intact while the
-        # interval's start is known (set at a regular converge, cleared by a forced one).
-        self.uses_centre = uses_centre_point(config, self.world_size)
         self.centre_intact = False
         # With two replicas the train-loss vote's temperature is floored at that loss's noise (`noise_floor`).
         self.uses_noise_floor = uses_noise_floor(config, self.world_size)
-        # --hdet_lr_fan_out_scale: step-size intervals (only ever alternating with a horizon) fan out narrower.
-        self.lrs = LearningRates(
-            optimizer, self.registry, self.recorder.record.lr_per_step,
-            fan_out_scale=config.lr_fan_out_scale if self.horizon.enabled else 1.0,
-        )
+        self.lrs = LearningRates(optimizer, self.registry, self.recorder.record.lr_per_step)
+        self._build_comparison()
         self.window = ScoreWindow(track_noise=self.uses_noise_floor)  # no per-step noise sums otherwise
         self.outer = OuterStep(config.outer_lr, config.outer_momentum)
         self.step = 0
@@ -152,11 +142,36 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         self.health = ReplicaHealth(config.divergence_factor)
         self.fitness = FitnessWeights(config.controller_temperature, config.controller_temperature_mode)
         # Read at a fresh run's first step with a horizon (which needs shared gradients), or when a shell that does
-        # not wrap the model asks (`OneCycleAutoLR`): are the gradients all-reduced? (`shared_gradients`)
-        self.detect_gradient_sharing = False
+        # not wrap the model asks (`OneCycleAutoLR`): are the gradients all-reduced? (`shared_gradients`) With
+        # horizon_if_shared, a yes switches HDETConfig's default horizon on before the first converge.
+        self.horizon_if_shared = False
         self.gradients_shared: bool | None = None
         if self.world_size > 1:
             self._check_settings_agree()
+
+    def _build_comparison(self) -> None:
+        """The parts that follow ``config.comparison_horizon``: the horizon's offsets, the line search and its
+        centre point, and the early fan-out's width."""
+        config = self.config
+        self.horizon = HorizonOffsets(
+            horizon_decay(config.sync_interval, config.resolve_comparison_horizon(self.total_steps))
+        )
+        # --hdet_controller_line_search_threshold: far below the right LR, the probe's line search sizes a raise.
+        self.line_search = LineSearchRaise.for_run(config, self.world_size)
+        # With two replicas each rebuilds the line's centre as its third point (`centre_point`); intact while the
+        # interval's start is known (set at a regular converge, cleared by a forced one).
+        self.uses_centre = uses_centre_point(config, self.world_size)
+        # --hdet_lr_fan_out_scale: step-size intervals (only ever alternating with a horizon) fan out narrower.
+        self.lrs.fan_out_scale = config.lr_fan_out_scale if self.horizon.enabled else 1.0
+
+    def adopt_default_horizon(self) -> None:
+        """Take HDETConfig's default comparison horizon (10 % of the run with auto-LR in shared mode) in place of
+        none, before the first converge: `OneCycleAutoLR` does once the first step showed shared gradients."""
+        if self.trajectory or self.step > 1:
+            raise RuntimeError("The comparison horizon can only be switched on before the first converge")
+        self.config = dataclasses.replace(self.config, comparison_horizon=None)
+        self.recorder.record.config = self.config.to_dict()
+        self._build_comparison()
 
     def _check_settings_agree(self) -> None:
         """Refuse settings that differ between the processes of ``self.group`` (see `engine_state`)."""
@@ -205,12 +220,14 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         if (
             self.step == 1
             and self.world_size > 1
-            and (self.horizon.enabled or self.detect_gradient_sharing)
+            and (self.horizon.enabled or self.horizon_if_shared)
             and self.registry.names == [LR]
         ):
             self.gradients_shared = gradients_shared(self.replica, self.world_size, self.group)
             if self.horizon.enabled and self.gradients_shared is False:
                 raise ValueError(HORIZON_NEEDS_SHARED_GRADIENTS)
+            if self.horizon_if_shared and self.gradients_shared and not self.horizon.enabled:
+                self.adopt_default_horizon()
         if (
             self.config.controller_signal in AVERAGED_SIGNALS
             and self.step <= self.explore_until_step

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -24,14 +25,6 @@ from .engine import ConvergeReport, HDETEngine
 from .learning_rates import set_group_lr
 
 __all__ = ["HDETLRScheduler", "OneCycleAutoLR", "one_cycle_base_schedule"]
-
-UNWRAPPED_SHARED_MODEL = (
-    "OneCycleAutoLR: the gradients are all-reduced every step (the model is wrapped in DistributedDataParallel), but "
-    "the scheduler was given the unwrapped model (or none), so it compares the replicas by one interval's step sizes "
-    "(the reference's comparison). In a hand-written loop that comparison ended 4.8 % above the sweep's best at the "
-    "best LR and worse than plain DDP from 3x above, the comparison horizon 0.4 % below and 1.2 % above "
-    "(BENCHMARKS.md, the drop-in). Pass model=<the DDP-wrapped model> or comparison_horizon=0.1."
-)
 
 
 def one_cycle_base_schedule(
@@ -148,9 +141,11 @@ class OneCycleAutoLR(OneCycleLR):
     step, as the reference does. ``comparison_horizon``: with auto-LR and gradients all-reduced every step
     (`shared` mode), e.g. 0.1 compares replicas along the run's direction over 10 % of the run, as ``HDETConfig``'s
     default does in shared mode (``--hdet_comparison_horizon``); 0 is the reference's one-interval comparison. The
-    default, None, takes 0.1 when ``model`` is the DistributedDataParallel-wrapped model (the engine averages its
-    ``.module``), else 0, and then warns after the first step if the gradients turn out to be shared (one gather of
-    a float). A horizon with gradients that are not shared is refused at the first step (`shared_gradients`).
+    default, None, is HDETConfig's default (0.1 with auto-LR) when ``model`` is the DistributedDataParallel-wrapped
+    model (the engine averages its ``.module``). Otherwise the first step decides (one gather of a float,
+    `shared_gradients`): shared gradients switch that horizon on from the second step (the first step's fan-out
+    ran at full width), local ones keep the reference's comparison, which is right for them. A horizon with
+    gradients that are not shared is refused at the first step.
     ``comparison_horizon_start`` (``--hdet_comparison_horizon_start``, default 0.3):
     where the horizon takes over; before it the lower of two alternating comparisons moves the LR.
     ``raise_gain`` (``--hdet_controller_raise_gain``, default 2): with ``controller_update="multiplicative"``,
@@ -278,8 +273,8 @@ class OneCycleAutoLR(OneCycleLR):
         wrapped = isinstance(model, DistributedDataParallel)
         if wrapped:
             model = model.module
-        # None: HDETConfig's own default where we see DDP (10 % of the run with auto-LR), else the reference's
-        # one-interval comparison, and the first step says whether the gradients were shared after all.
+        # None: HDETConfig's own default (10 % of the run with auto-LR) where we see DDP; else none until the first
+        # step shows whether the gradients are shared (the engine then switches it on: `shared_gradients`).
         horizon_unknown = comparison_horizon is None and not wrapped
         if enable_auto_lr and ensemble_lr_spread_ratio == 0:
             raise ValueError(
@@ -322,7 +317,7 @@ class OneCycleAutoLR(OneCycleLR):
         # The engine exists before OneCycleLR.__init__, whose initial step already goes through get_lr().
         self.engine = HDETEngine(self.hdet_config, model, optimizer, total_steps)
         self.engine.probe_fn = probe_fn
-        self.engine.detect_gradient_sharing = horizon_unknown and enable_auto_lr
+        self.engine.horizon_if_shared = horizon_unknown and enable_auto_lr
         super().__init__(
             optimizer,
             max_lr,
@@ -350,10 +345,14 @@ class OneCycleAutoLR(OneCycleLR):
             if loss is not None:
                 engine.add_loss(loss)
             self.last_report: ConvergeReport | None = engine.end_step()
-            if engine.step == 1 and engine.detect_gradient_sharing and engine.gradients_shared:
-                warnings.warn(UNWRAPPED_SHARED_MODEL, stacklevel=2)
+            self._follow_engine_horizon()
         self._hdet_started = True
         super().step()
+
+    def _follow_engine_horizon(self) -> None:
+        """``hdet_config`` says what runs: the default horizon once the engine switched it on (`shared_gradients`)."""
+        if self.engine.horizon.enabled and self.hdet_config.comparison_horizon == 0:
+            self.hdet_config = dataclasses.replace(self.hdet_config, comparison_horizon=None)
 
     @property
     def last_sync(self) -> ConvergeReport | None:
@@ -376,4 +375,9 @@ class OneCycleAutoLR(OneCycleLR):
         hdet = state.pop("hdet", None)
         super().load_state_dict(state)
         if hdet is not None:
+            # A run whose first step switched the horizon on (shared gradients) continues with it.
+            saved = (hdet.get("config") or {}).get("comparison_horizon", 0)
+            if self.engine.horizon_if_shared and saved != 0 and not self.engine.horizon.enabled:
+                self.engine.adopt_default_horizon()
+                self._follow_engine_horizon()
             self.engine.load_state_dict(hdet)

@@ -10,9 +10,12 @@ same loop, the same data order and the same schedule (`OneCycleAutoLR` with no s
 - ``ddp``: the DDP sweep over ``--grid``.
 - ``readme``: README.md's recommended keywords (shared gradients; ``probe_fn``, ``comparison_horizon=0.1``).
 - ``no_probe``: the same without ``probe_fn`` (the controller compares the replicas' train losses alone).
-- ``no_probe_no_horizon``: also without ``comparison_horizon`` (the one-interval step-size comparison): the
+- ``no_probe_no_horizon``: also ``comparison_horizon=0`` (the one-interval step-size comparison): the
   reference's comparison with the measured controller settings (spread 0.25, multiplicative, adaptive
-  temperature, lambda 1.5, beta 0.5), what a user who copies only the first keywords gets.
+  temperature, lambda 1.5, beta 0.5), what the drop-in ran before session 31 unless told otherwise.
+- ``no_probe_no_model``: the same keywords with no ``comparison_horizon`` and no ``model=`` (the reference's
+  signature): the first step shows the gradients are shared and switches the horizon on.
+- ``no_probe_ddp_model``: the same with ``model=`` the DDP wrapper (the horizon on from the start).
 - ``paper``: the reference's own defaults with auto-LR on (additive, temperature 0.002, lambda 0.5, beta 0.9,
   spread 0.5), interval and warm-up as ``readme``.
 
@@ -71,11 +74,15 @@ README_KWARGS: dict[str, Any] = dict(
     momentum_of_lr=0.5,
     comparison_horizon=0.1,
 )
-HDET_ROWS: dict[str, tuple[dict[str, Any], bool]] = {
-    # name: (OneCycleAutoLR keywords, whether the loop passes probe_fn)
-    "readme": (README_KWARGS, True),
-    "no_probe": (README_KWARGS, False),
-    "no_probe_no_horizon": ({**README_KWARGS, "comparison_horizon": 0.0}, False),
+NO_HORIZON = {k: v for k, v in README_KWARGS.items() if k != "comparison_horizon"}
+HDET_ROWS: dict[str, tuple[dict[str, Any], bool, str | None]] = {
+    # name: (OneCycleAutoLR keywords, whether the loop passes probe_fn, which model it passes as model=)
+    "readme": (README_KWARGS, True, "module"),
+    "no_probe": (README_KWARGS, False, "module"),
+    "no_probe_no_horizon": ({**README_KWARGS, "comparison_horizon": 0.0}, False, "module"),
+    # The reference's signature: no model=, no comparison_horizon (the first step finds the shared gradients).
+    "no_probe_no_model": (NO_HORIZON, False, None),
+    "no_probe_ddp_model": (NO_HORIZON, False, "ddp"),
     "paper": (
         dict(
             ensemble_lr_spread_ratio=0.5,
@@ -84,6 +91,7 @@ HDET_ROWS: dict[str, tuple[dict[str, Any], bool]] = {
             auto_lr_warmup_steps=0.1,
         ),
         False,
+        "module",
     ),
 }
 
@@ -214,14 +222,14 @@ def worker(args: argparse.Namespace) -> None:
             model.parameters(), lr=spec["lr"], betas=(0.9, args.adam_beta2), weight_decay=args.weight_decay
         )
         if spec["row"] == "ddp":
-            kwargs, with_probe = {}, False
+            kwargs, with_probe, passed = {}, False, "module"
         else:
-            kwargs, with_probe = HDET_ROWS[spec["row"]]
+            kwargs, with_probe, passed = HDET_ROWS[spec["row"]]
         scheduler = OneCycleAutoLR(
             optimizer,
             max_lr=spec["lr"],
             total_steps=args.max_steps,
-            model=module,
+            model={"module": module, "ddp": model, None: None}[passed],
             probe_fn=(lambda: mean_loss(module, [probe_batch])) if with_probe else None,
             **kwargs,
         )

@@ -81,7 +81,7 @@ def _train(model: nn.Module, optimizer: torch.optim.Optimizer, step_fn, rank: in
                 step_fn(loss.detach())
         except ValueError as exc:
             out["error"] = str(exc)
-    out["warnings"] = [str(w.message) for w in caught if "DDP-wrapped" in str(w.message)]
+    out["warnings"] = [str(w.message) for w in caught if "horizon" in str(w.message)]
     return out
 
 
@@ -120,6 +120,19 @@ def scenario_gradient_sharing(rank: int, world: int) -> dict:
         result = _train(model, optimizer, step_fn, rank, steps=4)
         result.update(shared=engine.gradients_shared, horizon=engine.horizon.enabled)
         out[name] = result
+        if name == "drop_in_unwrapped_ddp":
+            out[name + "_config"] = (sched.hdet_config.comparison_horizon, engine.config.comparison_horizon)
+            fresh = OneCycleAutoLR(
+                torch.optim.AdamW(module.parameters(), lr=0.01), max_lr=0.01, total_steps=8,
+                ensemble_lr_spread_ratio=0.25, model_sync_interval=2, enable_auto_lr=True, auto_lr_warmup_steps=2,
+                controller_update="multiplicative", controller_temperature_mode="adaptive", loss_scale=1.0, model=module,
+            )  # fmt: skip
+            fresh.load_state_dict(sched.state_dict())
+            out["drop_in_resumed"] = {
+                "horizon": fresh.engine.horizon.enabled,
+                "config": fresh.hdet_config.comparison_horizon,
+                "step": fresh.engine.step,
+            }
     return out
 
 
