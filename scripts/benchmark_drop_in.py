@@ -17,7 +17,8 @@ same loop, the same data order and the same schedule (`OneCycleAutoLR` with no s
   signature): the first step shows the gradients are shared and switches the horizon on.
 - ``no_probe_ddp_model``: the same with ``model=`` the DDP wrapper (the horizon on from the start).
 - ``paper``: the reference's own defaults with auto-LR on (additive, temperature 0.002, lambda 0.5, beta 0.9,
-  spread 0.5), interval and warm-up as ``readme``.
+  spread 0.5), interval and warm-up as ``readme``; ``paper_no_horizon`` the same with ``comparison_horizon=0``
+  (what ``paper`` ran before session 31).
 
 Every HDET row starts at ``--best_lr`` x 0.1 (``low``), x 1 (``best``) and x 3 (``high``). The loop clips
 gradients at 1.0 (the Trainer's default, so the numbers sit beside benchmark_quality.py's); OneCycle cycles
@@ -74,6 +75,10 @@ README_KWARGS: dict[str, Any] = dict(
     momentum_of_lr=0.5,
     comparison_horizon=0.1,
 )
+# The reference's own controller defaults (additive, temperature 0.002, lambda 0.5, beta 0.9) with auto-LR on.
+PAPER_KWARGS: dict[str, Any] = dict(
+    ensemble_lr_spread_ratio=0.5, model_sync_interval=0.03, enable_auto_lr=True, auto_lr_warmup_steps=0.1
+)
 NO_HORIZON = {k: v for k, v in README_KWARGS.items() if k != "comparison_horizon"}
 HDET_ROWS: dict[str, tuple[dict[str, Any], bool, str | None]] = {
     # name: (OneCycleAutoLR keywords, whether the loop passes probe_fn, which model it passes as model=)
@@ -83,16 +88,8 @@ HDET_ROWS: dict[str, tuple[dict[str, Any], bool, str | None]] = {
     # The reference's signature: no model=, no comparison_horizon (the first step finds the shared gradients).
     "no_probe_no_model": (NO_HORIZON, False, None),
     "no_probe_ddp_model": (NO_HORIZON, False, "ddp"),
-    "paper": (
-        dict(
-            ensemble_lr_spread_ratio=0.5,
-            model_sync_interval=0.03,
-            enable_auto_lr=True,
-            auto_lr_warmup_steps=0.1,
-        ),
-        False,
-        "module",
-    ),
+    "paper": (PAPER_KWARGS, False, "module"),
+    "paper_no_horizon": ({**PAPER_KWARGS, "comparison_horizon": 0.0}, False, "module"),
 }
 
 
