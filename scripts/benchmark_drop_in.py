@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -60,6 +61,7 @@ from hdet_hf.testing.benchmarks import (  # noqa: E402
 DEFAULT_OUT = REPO / "benchmarks" / "drop_in"
 QUICK_OUT = Path(tempfile.gettempdir()) / "hdet_benchmark_drop_in_quick"
 START_FACTORS = {"low": 0.1, "best": 1.0, "high": 3.0}
+LAUNCHES = "launches.jsonl"  # one line per launch that wrote to the folder: command, date, wall time, machine
 
 # README.md's recommended keywords for a DDP-wrapped model (tests/test_probe_shells.py checks that README's
 # call gives HDETConfig's defaults); `probe_fn` and `model` are added by the loop.
@@ -345,19 +347,20 @@ def report(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(out_dir: Path, meta: dict[str, Any] | None = None) -> None:
-    records = read_results(out_dir / RESULTS_JSONL)
+def write_report(out_dir: Path) -> None:
+    """results.md from results.jsonl, headed by every launch that wrote to it (launches.jsonl)."""
     head = ["# The drop-in `OneCycleAutoLR` in a hand-written loop", ""]
-    if meta:
-        head += [
-            f"Command: `{meta['command']}`  ",
-            f"Date: {meta['date']}  ",
-            f"Machine: {meta['machine']}  ",
-            f"Wall time: {meta['wall_s']:.0f} s",
-            "",
-            "",
-        ]
-    (out_dir / "results.md").write_text("\n".join(head) + report(records), encoding="utf-8")
+    launches = out_dir / LAUNCHES
+    if launches.is_file():
+        for line in launches.read_text(encoding="utf-8").splitlines():
+            meta = json.loads(line)
+            head += [
+                f"- `{meta['command']}` ({meta['date']}, {meta['wall_s']:.0f} s; {meta['machine']})"
+                + (f"; {meta['note']}" if meta.get("note") else "")
+            ]
+        head.append("")
+    records = read_results(out_dir / RESULTS_JSONL)
+    (out_dir / "results.md").write_text("\n".join(head) + "\n" + report(records), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -374,7 +377,9 @@ def main(argv: list[str] | None = None) -> int:
         __file__, argv, out_dir, args.num_processes, keep=args.resume, settings=public_settings(args)
     )
     if (out_dir / RESULTS_JSONL).is_file():
-        write_report(out_dir, meta)
+        with open(out_dir / LAUNCHES, "a", encoding="utf-8") as f:
+            f.write(json.dumps({k: meta[k] for k in ("command", "date", "wall_s", "machine")}) + "\n")
+        write_report(out_dir)
         print(f"benchmark_drop_in: {wall:.0f} s; wrote {out_dir}/results.md")
     return rc
 
