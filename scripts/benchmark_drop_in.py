@@ -25,7 +25,7 @@ gradients at 1.0 (the Trainer's default, so the numbers sit beside benchmark_qua
 AdamW's beta1 between 0.85 and 0.95 (torch's default, which a drop-in user keeps). Each seed (``--seeds``)
 changes the model's initial weights and the data order. Rank 0 appends one JSON line per finished run to
 ``<out_dir>/results.jsonl`` (``--resume`` skips finished names); the parent writes ``results.md``: per row and
-start the eval loss against the same seed's best DDP point and DDP at the same start LR.
+start the eval loss against the same seed's best DDP point and DDP at the same start LR, and ``drop_in.png``.
 
 Example:
     python scripts/benchmark_drop_in.py --quick
@@ -347,6 +347,50 @@ def report(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot(records: list[dict[str, Any]], path: Path) -> None:
+    """drop_in.png: per start, each row's ratio to its seed's best DDP point (mean over seeds, one dot per seed),
+    with DDP at that start LR as a grey bar."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    best: dict[int, float] = {}
+    for r in records:
+        if r["row"] == "ddp" and math.isfinite(r["eval_loss"]):
+            best[r["seed"]] = min(best.get(r["seed"], math.inf), r["eval_loss"])
+    ddp = {(r["seed"], r["lr"]): r["eval_loss"] for r in records if r["row"] == "ddp"}
+    rows = sorted({r["row"] for r in records if r["row"] != "ddp"})
+    starts = [s for s in START_FACTORS if any(r["start"] == s for r in records)]
+    if not rows or not starts or not best:
+        return
+    fig = Figure(figsize=(1.2 + 1.1 * len(rows) * len(starts) / 2, 4.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    width = 0.8 / (len(rows) + 1)
+    colors = [f"C{i}" for i in range(len(rows))]
+    for j, start in enumerate(starts):
+        runs = [r for r in records if r["start"] == start and r["seed"] in best]
+        at = [ddp[(r["seed"], r["lr"])] / best[r["seed"]] for r in runs if (r["seed"], r["lr"]) in ddp]
+        if at:
+            ax.bar(
+                j, statistics.mean(at), width, color="0.8", label="DDP at that start LR" if j == 0 else None
+            )
+        for i, row in enumerate(rows):
+            ratios = [r["eval_loss"] / best[r["seed"]] for r in runs if r["row"] == row]
+            if ratios:
+                x = j + (i + 1) * width
+                ax.bar(x, statistics.mean(ratios), width, color=colors[i], label=row if j == 0 else None)
+                ax.plot([x] * len(ratios), ratios, "k.", markersize=3)
+    ax.axhline(1.0, color="k", linewidth=0.8)
+    ax.axhline(1.01, color="k", linewidth=0.6, linestyle=":")
+    ax.set_xticks([j + 0.4 for j in range(len(starts))], [f"{s} (x{START_FACTORS[s]:g})" for s in starts])
+    ax.set_ylabel("final eval loss / best DDP point of the seed")
+    ax.set_ylim(0.95, min(1.3, ax.get_ylim()[1]))
+    ax.set_title("The drop-in OneCycleAutoLR in a hand-written loop (dots: seeds; dotted: the 1.01 target)")
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def write_report(out_dir: Path) -> None:
     """results.md from results.jsonl, headed by every launch that wrote to it (launches.jsonl)."""
     head = ["# The drop-in `OneCycleAutoLR` in a hand-written loop", ""]
@@ -361,6 +405,7 @@ def write_report(out_dir: Path) -> None:
         head.append("")
     records = read_results(out_dir / RESULTS_JSONL)
     (out_dir / "results.md").write_text("\n".join(head) + "\n" + report(records), encoding="utf-8")
+    plot(records, out_dir / "drop_in.png")
 
 
 def main(argv: list[str] | None = None) -> int:
