@@ -83,10 +83,20 @@ def _rank_env(env: dict[str, str], rank: int, nproc: int, port: int) -> dict[str
     """What torchrun's agent sets for one local worker (single node, no restarts)."""
     env = dict(env)
     env.update(
-        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc),
-        GROUP_RANK="0", GROUP_WORLD_SIZE="1", ROLE_RANK=str(rank), ROLE_WORLD_SIZE=str(nproc),
-        ROLE_NAME="default", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-        TORCHELASTIC_RESTART_COUNT="0", TORCHELASTIC_MAX_RESTARTS="0", TORCHELASTIC_RUN_ID="none",
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(nproc),
+        LOCAL_WORLD_SIZE=str(nproc),
+        GROUP_RANK="0",
+        GROUP_WORLD_SIZE="1",
+        ROLE_RANK=str(rank),
+        ROLE_WORLD_SIZE=str(nproc),
+        ROLE_NAME="default",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        TORCHELASTIC_RESTART_COUNT="0",
+        TORCHELASTIC_MAX_RESTARTS="0",
+        TORCHELASTIC_RUN_ID="none",
         TORCHELASTIC_USE_AGENT_STORE="False",
     )
     env.setdefault("OMP_NUM_THREADS", "1")

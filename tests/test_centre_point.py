@@ -14,7 +14,10 @@ from hdet_hf.line_search import line_search_optimum
 
 def _weights(seed: int) -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
-    return [torch.randn(5, 3, generator=generator, dtype=torch.float64), torch.randn(7, generator=generator, dtype=torch.float64)]
+    return [
+        torch.randn(5, 3, generator=generator, dtype=torch.float64),
+        torch.randn(7, generator=generator, dtype=torch.float64),
+    ]
 
 
 @pytest.mark.parametrize("spread", [0.02, 0.25, 0.5])
@@ -27,7 +30,10 @@ def test_both_replicas_rebuild_the_mean_of_the_two_after_a_step_size_interval(sp
         for rebuilt, expected, s, d in zip(centre_after_step_size(own, start, m), mean, start, update):
             torch.testing.assert_close(rebuilt, expected)
             torch.testing.assert_close(rebuilt, s + d)  # where the base LR takes the start
-    assert all(t.data_ptr() != o.data_ptr() for t, o in zip(centre_after_step_size(replicas[0], start, 0.9), replicas[0]))
+    assert all(
+        t.data_ptr() != o.data_ptr()
+        for t, o in zip(centre_after_step_size(replicas[0], start, 0.9), replicas[0])
+    )
     with pytest.raises(ValueError, match="multiplier > 0"):
         centre_after_step_size(replicas[0], start, 0.0)
 
@@ -36,7 +42,9 @@ def test_both_replicas_rebuild_the_mean_of_the_two_after_an_offset_interval():
     average, direction, update = _weights(2), _weights(3), _weights(4)
     scale = 1 - math.exp(-0.5)
     multipliers = (0.75, 1.25)
-    replicas = [[a + scale * (m - 1) * z + d for a, z, d in zip(average, direction, update)] for m in multipliers]
+    replicas = [
+        [a + scale * (m - 1) * z + d for a, z, d in zip(average, direction, update)] for m in multipliers
+    ]
     for own, m in zip(replicas, multipliers):
         for rebuilt, a, d in zip(centre_after_offsets(own, direction, scale * (m - 1)), average, update):
             torch.testing.assert_close(rebuilt, a + d)
@@ -47,7 +55,9 @@ def test_two_replicas_and_the_centre_fit_the_parabola_that_three_replicas_fit(op
     three = torch.tensor([0.75, 1.0, 1.25], dtype=torch.float64)
     losses = 2.0 + 0.3 * (three - optimum) ** 2
     two = three[[2, 0]]  # two replicas in any rank order, and the centre the two of them rebuilt
-    points = with_centre(two, losses[[2, 0]], torch.tensor([True, True]), torch.tensor([losses[1], losses[1]]))
+    points = with_centre(
+        two, losses[[2, 0]], torch.tensor([True, True]), torch.tensor([losses[1], losses[1]])
+    )
     assert line_search_optimum(*points) == pytest.approx(optimum, rel=1e-9)
     assert line_search_optimum(three, losses) == pytest.approx(optimum, rel=1e-9)
     assert line_search_optimum(two, losses[[2, 0]]) is None  # without it: two points, no line

@@ -66,12 +66,19 @@ def test_defaults_are_the_settings_the_quality_benchmark_chose():
     # BENCHMARKS.md "Defaults these measurements support"; change both together.
     c = parse("--hdet").hdet_config
     assert (c.gradient_sync, c.lr_spread, c.sync_interval) == ("shared", 0.25, 0.03)
-    assert (c.controller_lr, c.controller_momentum, c.controller_signal) == (1.5, 0.5, "train_and_averaged_probe")
+    assert (c.controller_lr, c.controller_momentum, c.controller_signal) == (
+        1.5,
+        0.5,
+        "train_and_averaged_probe",
+    )
     assert c.controller_raise_gain == 2.0  # reading 15
     assert c.controller_two_replica_cut_gain == 0.5  # reading 35
     assert c.controller_signal_combination == "agree_mean"  # reading 18
     assert c.controller_floor_after_peak is True  # reading 21
-    assert (c.controller_line_search_threshold, c.controller_line_search_max_raise) == (4.0, 4.0)  # readings 22, 25
+    assert (c.controller_line_search_threshold, c.controller_line_search_max_raise) == (
+        4.0,
+        4.0,
+    )  # readings 22, 25
     assert c.controller_line_search_breaks_ties  # reading 24
     assert c.controller_line_search_centre  # reading 31
     assert c.controller_noise_floor == "two_replicas" and c.controller_line_search_until_bend  # reading 32
@@ -96,7 +103,10 @@ def test_hyperparameters_acting_through_the_gradient_need_local_mode(spread):
 BAD = [
     (["--hdet_lr_spread", "1.0"], r"--hdet_lr_spread must be in \[0, 1\), but got 1.0"),
     (["--hdet_lr_spread", "-0.1"], r"--hdet_lr_spread must be in \[0, 1\)"),
-    (["--hdet_sync_interval", "0"], r"--hdet_sync_interval must be a whole number of optimizer steps >= 1 or a fraction"),
+    (
+        ["--hdet_sync_interval", "0"],
+        r"--hdet_sync_interval must be a whole number of optimizer steps >= 1 or a fraction",
+    ),
     (["--hdet_auto_lr", "--hdet_lr_spread", "0"], r"--hdet_auto_lr needs a spread"),
     (["--hdet_controller_temperature", "-1"], r"--hdet_controller_temperature must be a positive"),
     (["--hdet_controller_temperature", "0"], r"--hdet_controller_temperature must be a positive"),
@@ -104,10 +114,22 @@ BAD = [
     (["--hdet_controller_lr", "-0.5"], r"--hdet_controller_lr must be >= 0"),
     (["--hdet_controller_max_factor", "1.0"], r"--hdet_controller_max_factor must be a finite number > 1"),
     (["--hdet_controller_raise_gain", "0.5"], r"--hdet_controller_raise_gain must be a finite number >= 1"),
-    (["--hdet_controller_two_replica_cut_gain", "0"], r"--hdet_controller_two_replica_cut_gain must be a number in \(0, 1\]"),
-    (["--hdet_controller_two_replica_cut_gain", "1.5"], r"--hdet_controller_two_replica_cut_gain must be a number in \(0, 1\]"),
-    (["--hdet_controller_line_search_threshold", "nan"], r"--hdet_controller_line_search_threshold must be a finite"),
-    (["--hdet_controller_line_search_max_raise", "0.5"], r"--hdet_controller_line_search_max_raise must be a finite number > 1"),
+    (
+        ["--hdet_controller_two_replica_cut_gain", "0"],
+        r"--hdet_controller_two_replica_cut_gain must be a number in \(0, 1\]",
+    ),
+    (
+        ["--hdet_controller_two_replica_cut_gain", "1.5"],
+        r"--hdet_controller_two_replica_cut_gain must be a number in \(0, 1\]",
+    ),
+    (
+        ["--hdet_controller_line_search_threshold", "nan"],
+        r"--hdet_controller_line_search_threshold must be a finite",
+    ),
+    (
+        ["--hdet_controller_line_search_max_raise", "0.5"],
+        r"--hdet_controller_line_search_max_raise must be a finite number > 1",
+    ),
     (["--hdet_lr_fan_out_scale", "0"], r"--hdet_lr_fan_out_scale must be in \(0, 1\], but got 0.0"),
     (["--hdet_lr_fan_out_scale", "1.5"], r"--hdet_lr_fan_out_scale must be in \(0, 1\]"),
     (["--hdet_auto_lr_warmup_steps", "2.5"], r"--hdet_auto_lr_warmup_steps must be an integer"),
@@ -165,10 +187,15 @@ def test_run_length_checks():
 def test_a_controller_that_could_never_act_before_exploration_ends_is_refused():
     # Default explore_until 0.5 of 50 steps: exploration ends at step 25; converges every 10 steps.
     assert HDETConfig().resolve_explore_until(50) == 25
-    with pytest.raises(ValueError, match=r"--hdet_auto_lr_warmup_steps 0.6 \(step 30\), --hdet_explore_until 0.5 "
-                       r"\(step 25 of 50\).*no converge falls between.*controller would never run"):
+    with pytest.raises(
+        ValueError,
+        match=r"--hdet_auto_lr_warmup_steps 0.6 \(step 30\), --hdet_explore_until 0.5 "
+        r"\(step 25 of 50\).*no converge falls between.*controller would never run",
+    ):
         HDETConfig(auto_lr=True, auto_lr_warmup_steps=0.6).check_run_length(50)
-    with pytest.raises(ValueError, match=r"no converge falls between"):  # converge at 30, exploration ends at 25
+    with pytest.raises(
+        ValueError, match=r"no converge falls between"
+    ):  # converge at 30, exploration ends at 25
         HDETConfig(auto_lr=True, auto_lr_warmup_steps=21, explore_until=25).check_run_length(50)
     HDETConfig(auto_lr=True, auto_lr_warmup_steps=20).check_run_length(50)  # acts at the converge of step 20
     HDETConfig(auto_lr=True, auto_lr_warmup_steps=0.6, explore_until=1).check_run_length(50)

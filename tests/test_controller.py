@@ -166,7 +166,9 @@ def test_raise_gain_scales_moves_up_and_leaves_moves_down():
     """Multiplicative update: a raise is raise_gain x lambda x v, a cut lambda x v; additive ignores the gain."""
     up, down = torch.tensor([3.0, 2.0, 1.0, 0.0]), torch.tensor([0.0, 1.0, 2.0, 3.0])
     plain = ControllerSettings(temperature=1.0, temperature_mode="adaptive", lr=0.5, momentum=0.0)
-    boosted = ControllerSettings(temperature=1.0, temperature_mode="adaptive", lr=0.5, momentum=0.0, raise_gain=2.0)
+    boosted = ControllerSettings(
+        temperature=1.0, temperature_mode="adaptive", lr=0.5, momentum=0.0, raise_gain=2.0
+    )
     for losses, gain in ((up, 2.0), (down, 1.0)):
         ref, ref_info = controller_step(ControllerState(), M, losses, plain, base_value=1e-3)
         new, info = controller_step(ControllerState(), M, losses, boosted, base_value=1e-3)
@@ -175,9 +177,10 @@ def test_raise_gain_scales_moves_up_and_leaves_moves_down():
     assert math.log(controller_step(ControllerState(), M, up, boosted, 1e-3)[0].scale) > 0
     additive = ControllerSettings(temperature=1.0, lr=1e-4, momentum=0.0, update="additive", raise_gain=2.0)
     additive_ref = ControllerSettings(temperature=1.0, lr=1e-4, momentum=0.0, update="additive")
-    assert controller_step(ControllerState(), M, up, additive, 1e-3)[0] == controller_step(
-        ControllerState(), M, up, additive_ref, 1e-3
-    )[0]
+    assert (
+        controller_step(ControllerState(), M, up, additive, 1e-3)[0]
+        == controller_step(ControllerState(), M, up, additive_ref, 1e-3)[0]
+    )
 
 
 def test_settings_from_config_carry_the_raise_gain():
@@ -188,7 +191,9 @@ def test_settings_from_config_carry_the_raise_gain():
     assert ControllerSettings().raise_gain == 1.0  # the bare settings are the paper's symmetric update
     # ... and the signal combination: the engine builds its settings this way (reading 18).
     assert ControllerSettings.from_config(HDETConfig()).combination == "agree_mean"
-    assert ControllerSettings.from_config(HDETConfig(controller_signal_combination="mean")).combination == "mean"
+    assert (
+        ControllerSettings.from_config(HDETConfig(controller_signal_combination="mean")).combination == "mean"
+    )
 
 
 def test_two_replicas_cut_at_the_two_replica_gain_and_raise_as_before():
@@ -203,9 +208,10 @@ def test_two_replicas_cut_at_the_two_replica_gain_and_raise_as_before():
     cut_full, cut_half = (controller_step(ControllerState(), M2, down, s, 1e-3)[0] for s in (full, half))
     assert math.log(cut_full.scale) < 0
     assert math.log(cut_half.scale) == pytest.approx(0.5 * math.log(cut_full.scale), rel=1e-12)
-    assert controller_step(ControllerState(), M2, up, half, 1e-3)[0] == controller_step(
-        ControllerState(), M2, up, full, 1e-3
-    )[0]
+    assert (
+        controller_step(ControllerState(), M2, up, half, 1e-3)[0]
+        == controller_step(ControllerState(), M2, up, full, 1e-3)[0]
+    )
     assert ControllerSettings.from_config(HDETConfig(), 2).cut_gain == 0.5
     assert ControllerSettings.from_config(HDETConfig(), 4).cut_gain == 1.0
     assert ControllerSettings.from_config(HDETConfig()).cut_gain == 1.0  # replicas unknown: full cuts
@@ -235,5 +241,7 @@ def test_agree_moves_only_when_both_signals_ask_for_the_same_direction():
     rows = torch.tensor([[3.0, 2.0, 1.0], [2.2, 2.0, 1.9]])
     moved, info = controller_step(ControllerState(), m, rows, settings, base_value=1.0)
     assert moved.scale > 1.0 and info["delta"] == min(info["row_deltas"]) > 0
-    mean, mean_info = controller_step(ControllerState(), m, rows, replace(settings, combination="mean"), base_value=1.0)
+    mean, mean_info = controller_step(
+        ControllerState(), m, rows, replace(settings, combination="mean"), base_value=1.0
+    )
     assert mean_info["delta"] == pytest.approx(sum(info["row_deltas"]) / 2) and mean.scale > moved.scale

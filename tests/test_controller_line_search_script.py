@@ -19,14 +19,18 @@ def sync(step, optimum, delta):
 
 
 def test_counts_far_optima_and_where_a_raise_would_act(tmp_path):
-    low = {"name": "r_low", "steps": 100, "syncs": [
-        {"step": 10, "multipliers": M, "probe_losses": [2.0] * 4, "delta": 0.0},  # identical: no fit
-        sync(20, None, 0.0),  # far, but the first one
-        sync(30, 6.0, 0.1),  # far after far, and a raise: acts
-        sync(40, 8.0, 0.0),  # far after far, but the controller held
-        sync(50, 2.0, 0.1),  # near
-        sync(60, 9.0, 0.1),  # far after near
-    ]}
+    low = {
+        "name": "r_low",
+        "steps": 100,
+        "syncs": [
+            {"step": 10, "multipliers": M, "probe_losses": [2.0] * 4, "delta": 0.0},  # identical: no fit
+            sync(20, None, 0.0),  # far, but the first one
+            sync(30, 6.0, 0.1),  # far after far, and a raise: acts
+            sync(40, 8.0, 0.0),  # far after far, but the controller held
+            sync(50, 2.0, 0.1),  # near
+            sync(60, 9.0, 0.1),  # far after near
+        ],
+    }
     best = {"name": "r_best", "steps": 100, "syncs": [sync(20, 1.0, 0.1), sync(30, 1.2, -0.1)]}
     folder = tmp_path / "task"
     folder.mkdir()
@@ -35,7 +39,9 @@ def test_counts_far_optima_and_where_a_raise_would_act(tmp_path):
     assert [f for f, _, _ in points] == [0.2, 0.3, 0.4, 0.5, 0.6]
     assert points[0][1] == math.inf and abs(points[1][1] - 6.0) < 1e-9
     lines = {line["start"]: line for line in controller_line_search.summarise([folder], "r", 4.0)}
-    assert lines["low"]["far"] == 4 and lines["low"]["acting_at"] == [0.3] and lines["low"]["ties_at"] == [0.4]
+    assert (
+        lines["low"]["far"] == 4 and lines["low"]["acting_at"] == [0.3] and lines["low"]["ties_at"] == [0.4]
+    )
     assert lines["best"]["far"] == 0 and lines["best"]["acting_at"] == [] and "high" not in lines
     out = tmp_path / "optima.png"
     controller_line_search.main([str(folder), "--rows", "r", "--plot", str(out)])

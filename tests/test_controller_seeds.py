@@ -88,7 +88,9 @@ def test_against_pairs_two_settings_seed_by_seed(tmp_path):
     assert line == "| best | +1.0 / -2.0 / +2.0 | +0.3 | 2.1 | 18 |"
     assert "| low | - | - | - | - |" in text
     with pytest.raises(SystemExit):
-        controller_seeds.main([*map(str, seeds), "--best_lr", "0.01", "--rows", PREFIX, "--against", "nothing"])
+        controller_seeds.main(
+            [*map(str, seeds), "--best_lr", "0.01", "--rows", PREFIX, "--against", "nothing"]
+        )
 
 
 def test_same_as_fills_only_missing_cells_at_its_starts_and_marks_them(tmp_path, capsys):
@@ -104,11 +106,17 @@ def test_same_as_fills_only_missing_cells_at_its_starts_and_marks_them(tmp_path,
         for start, lr, loss in (("best", 0.01, 4.08), ("low", 0.001, 8.0), ("high", 0.03, 4.4))
     ]
     (folder / "results.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    table = {e["start"]: e for e in controller_seeds.seed_table([folder], 0.01, PREFIX, [("old", ("best", "low"))])}
+    table = {
+        e["start"]: e for e in controller_seeds.seed_table([folder], 0.01, PREFIX, [("old", ("best", "low"))])
+    }
     assert table["best"]["hdet"] == pytest.approx([1.02]) and table["best"]["source"] == ["old"]
-    assert table["low"]["hdet"] == pytest.approx([1.05]) and table["low"]["source"] == [None]  # its own row wins
+    assert table["low"]["hdet"] == pytest.approx([1.05]) and table["low"]["source"] == [
+        None
+    ]  # its own row wins
     assert table["high"]["hdet"] == [None]  # "old" does not stand for high
-    text = controller_seeds.main([str(folder), "--best_lr", "0.01", "--rows", PREFIX, "--same_as", "old:best,low"])
+    text = controller_seeds.main(
+        [str(folder), "--best_lr", "0.01", "--rows", PREFIX, "--same_as", "old:best,low"]
+    )
     capsys.readouterr()
     assert "| 1.020* |" in text and "\\* taken from `old` (`--same_as`)." in text
     with pytest.raises(SystemExit):

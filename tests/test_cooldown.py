@@ -95,7 +95,9 @@ def test_dropout_in_the_cooldown_leaves_the_random_stream_alone():
     model, opt, x, y = _trained_linear()
     model.train()
     torch.manual_seed(123)
-    cooldown_score(list(model.parameters()), opt, lambda i: (model(x) - y).pow(2).mean(), lambda: 0.0, steps=2)
+    cooldown_score(
+        list(model.parameters()), opt, lambda i: (model(x) - y).pow(2).mean(), lambda: 0.0, steps=2
+    )
     after = torch.rand(3)
     torch.manual_seed(123)
     assert torch.equal(after, torch.rand(3))
@@ -147,7 +149,9 @@ def test_a_base_cooldown_starts_from_the_lr_every_rank_stepped_at(monkeypatch):
     monkeypatch.setattr(engine_module, "rank_and_world_size", lambda rank, world, group: (0, 3))
     monkeypatch.setattr(HDETEngine, "_check_settings_agree", lambda self: None)
     starts = []
-    monkeypatch.setattr(engine_module, "cooldown_score", lambda *args, lr_scale: starts.append(lr_scale) or 0.0)
+    monkeypatch.setattr(
+        engine_module, "cooldown_score", lambda *args, lr_scale: starts.append(lr_scale) or 0.0
+    )
     model = torch.nn.Linear(2, 1)
     config = HDETConfig(
         sync_interval=2, lr_spread=0.5, auto_lr=True, controller_signal="cooldown_probe", cooldown_lr="base",

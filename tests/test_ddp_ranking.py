@@ -33,8 +33,14 @@ def test_information_time_is_the_first_step_after_the_last_wrong_ranking():
 
 def test_table_and_cli_on_a_recorded_folder(tmp_path, capsys):
     def row(lr, eval_loss, curve):
-        return {"name": f"ddp_lr{lr:g}", "kind": "ddp", "start_lr": lr, "eval_loss": eval_loss, "steps": 40,
-                "train_loss_curve": curve}
+        return {
+            "name": f"ddp_lr{lr:g}",
+            "kind": "ddp",
+            "start_lr": lr,
+            "eval_loss": eval_loss,
+            "steps": 40,
+            "train_loss_curve": curve,
+        }
 
     rows = [
         row(0.01, 3.0, [[10, 5.0], [20, 4.0], [30, 3.0], [40, 2.0]]),

@@ -69,7 +69,9 @@ def test_no_net_cut_after_the_schedules_peak(tmp_path):
     runs = ranks[0]
     # Without the floor: a cut at every converge (down to the 10x bound).
     for off in (runs["off"], runs["early_off"]):
-        assert off["scales"] == sorted(off["scales"], reverse=True) and off["scales"][-1] == pytest.approx(0.1)
+        assert off["scales"] == sorted(off["scales"], reverse=True) and off["scales"][-1] == pytest.approx(
+            0.1
+        )
     # Peak at step 8, early phase to step 6: the first floored converge is step 10. Peak at step 2, early
     # phase to step 10 (half the run): the first floored converge is step 10 too.
     for off, on in ((runs["off"], runs["on"]), (runs["early_off"], runs["early_on"])):
@@ -80,6 +82,7 @@ def test_no_net_cut_after_the_schedules_peak(tmp_path):
         assert on["scales"][first:] == [floor] * (len(on["scales"]) - first)
         assert off["scales"][-1] < floor
     assert runs["resumed"] == runs["on"]
+
 
 def _parabola_optimum(multipliers: list[float], losses: list[float]) -> float:
     """The line search's optimum, computed here with numpy (the library fits with torch)."""
@@ -139,8 +142,12 @@ def test_line_search_sizes_a_raise_far_below_the_right_lr(tmp_path):
                 expected = min(previous["scale"] * min(optima[1] / 4.0, bound), 10.0)
                 assert current["scale"] == pytest.approx(expected, rel=1e-9)
                 factors[bound].append(current["scale"] / previous["scale"])
-    assert factors[4.0] and max(factors[4.0]) == pytest.approx(4.0) and max(factors[2.0]) == pytest.approx(2.0)
-    first_at_bound = [next(c["step"] for c in run if c["scale"] == pytest.approx(10.0)) for run in (bound4, tied_on)]
+    assert (
+        factors[4.0] and max(factors[4.0]) == pytest.approx(4.0) and max(factors[2.0]) == pytest.approx(2.0)
+    )
+    first_at_bound = [
+        next(c["step"] for c in run if c["scale"] == pytest.approx(10.0)) for run in (bound4, tied_on)
+    ]
     assert first_at_bound[0] < first_at_bound[1]
     # A near optimum breaks no tie: bit for bit the same run.
     assert runs["ties_near_on"]["converges"] == runs["ties_near_off"]["converges"]
@@ -164,7 +171,9 @@ def test_two_replicas_rebuild_the_lines_centre_for_the_line_search(tmp_path):
         for step, mine in by_rank[0].items():
             other = by_rank[1][step]
             mean = (mine[own] + other[own]) / 2
-            assert mine["centre"] == pytest.approx(mean, rel=1e-5) and other["centre"] == pytest.approx(mean, rel=1e-5)
+            assert mine["centre"] == pytest.approx(mean, rel=1e-5) and other["centre"] == pytest.approx(
+                mean, rel=1e-5
+            )
     on, off = ranks[0]["on"]["converges"], ranks[0]["off"]["converges"]
     fitted = 0
     for converge in on:
@@ -211,7 +220,16 @@ def test_two_replicas_size_the_train_loss_vote_by_its_noise(tmp_path):
     skip_unless_backend_fits(2)
     torchrun("engine_worker.py", 2, ["noise_floor", str(tmp_path)])
     ranks = load_ranks(tmp_path, 2)
-    for name in ("small", "large", "off", "accumulated", "resumed", "abstain", "abstain_large", "large_full_cuts"):
+    for name in (
+        "small",
+        "large",
+        "off",
+        "accumulated",
+        "resumed",
+        "abstain",
+        "abstain_large",
+        "large_full_cuts",
+    ):
         assert ranks[1][name]["converges"] == ranks[0][name]["converges"], name
 
     def expected_noise(run: str, step: int) -> float:
@@ -426,7 +444,11 @@ def test_fan_out_scale_narrows_only_the_step_size_intervals(tmp_path):
         for step, (lr, base, m) in enumerate(r["lrs"], start=1):
             step_size = (step - 1) // 2 % 2 == 0  # intervals starting at steps 0, 4, 8, 12
             assert lr == pytest.approx(base * (1 + 0.4 * (m - 1)) if step_size else base, rel=1e-12), step
-    assert {r["lrs"][0][2] for r in ranks} == {0.5, 1.0, 1.5}  # the nominal multipliers, as without the option
+    assert {r["lrs"][0][2] for r in ranks} == {
+        0.5,
+        1.0,
+        1.5,
+    }  # the nominal multipliers, as without the option
     converges = ranks[0]["converges"]
     assert [c["step"] for c in converges] == list(range(2, 17, 2))
     fitted = 0

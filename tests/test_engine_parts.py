@@ -33,7 +33,9 @@ def _engine(**config) -> HDETEngine:
 def test_stats_layout_names_every_column():
     layout = StatsLayout(["lr", "dropout"])
     rows = [
-        layout.row(loss=2.0 + r, signal=5.0 - r, healthy=r != 1, scored=r == 0, multipliers={"lr": r, "dropout": -r})
+        layout.row(
+            loss=2.0 + r, signal=5.0 - r, healthy=r != 1, scored=r == 0, multipliers={"lr": r, "dropout": -r}
+        )
         for r in range(3)
     ]
     table = layout.read(torch.stack(rows))

@@ -12,8 +12,10 @@ from hdet_hf.fitness import MAX_Z, FitnessWeights, fitness_reference, fitness_we
 
 def test_reference_is_mean_and_temperature_times_std_of_scored_ranks():
     rows = torch.tensor([[1.0, 2.0, 3.0, 100.0]])
-    scored = torch.tensor([True, True, True, False])  # an unscored (reset) replica does not move the reference
-    (centre, scale), = fitness_reference(rows, scored, 2.0, "adaptive")
+    scored = torch.tensor(
+        [True, True, True, False]
+    )  # an unscored (reset) replica does not move the reference
+    ((centre, scale),) = fitness_reference(rows, scored, 2.0, "adaptive")
     assert centre == pytest.approx(2.0) and scale == pytest.approx(2.0 * math.sqrt(2 / 3))
     assert fitness_reference(rows, scored, 0.5, "fixed") == [(pytest.approx(2.0), 0.5)]
 
@@ -62,5 +64,7 @@ def test_fused_average_takes_a_weight_and_refuses_a_bad_one():
 
 
 def test_fitness_weights_are_refused_with_hsdp():
-    with pytest.raises(ValueError, match="converge_weights fitness is not supported with --hdet_hsdp_shard_size"):
+    with pytest.raises(
+        ValueError, match="converge_weights fitness is not supported with --hdet_hsdp_shard_size"
+    ):
         HDETConfig(converge_weights="fitness", hsdp_shard_size=2)

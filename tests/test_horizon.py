@@ -116,8 +116,14 @@ def test_config_resolves_and_refuses():
         HDETConfig(comparison_horizon=0.1)
     # Where the horizon takes over from the early comparison: a fraction of the run or a step, default 0.3.
     assert HDETConfig(**auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 300
-    assert HDETConfig(comparison_horizon_start=0, **auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 0
-    assert HDETConfig(comparison_horizon_start=40, **auto).resolve_warmup_steps(1000, "comparison_horizon_start") == 40
+    assert (
+        HDETConfig(comparison_horizon_start=0, **auto).resolve_warmup_steps(1000, "comparison_horizon_start")
+        == 0
+    )
+    assert (
+        HDETConfig(comparison_horizon_start=40, **auto).resolve_warmup_steps(1000, "comparison_horizon_start")
+        == 40
+    )
     for bad in (-0.1, 1.5, math.nan, math.inf):
         with pytest.raises(ValueError, match="--hdet_comparison_horizon_start must be an integer"):
             HDETConfig(comparison_horizon_start=bad, **auto)
@@ -140,7 +146,10 @@ def test_a_checkpoint_from_before_the_horizon_resumes_only_with_one_interval_com
     del old["config"]["comparison_horizon"], old["config"]["comparison_horizon_start"]
     with pytest.warns(UserWarning, match="single process"):
         fresh = engine()
-    with pytest.raises(ValueError, match=r"saved with --hdet_comparison_horizon 0.0, but this run has --hdet_comparison_horizon 0.1"):
+    with pytest.raises(
+        ValueError,
+        match=r"saved with --hdet_comparison_horizon 0.0, but this run has --hdet_comparison_horizon 0.1",
+    ):
         fresh.load_state_dict(old)
     with pytest.warns(UserWarning, match="single process"):
         engine(comparison_horizon=0).load_state_dict(old)
@@ -159,7 +168,10 @@ def test_a_horizon_checkpoint_from_before_its_start_existed_resumes_only_with_st
     del old["config"]["comparison_horizon_start"], old["config"]["early_comparison"]
     with pytest.warns(UserWarning, match="single process"):
         fresh = engine()
-    with pytest.raises(ValueError, match=r"--hdet_comparison_horizon_start 0.0, but this run has --hdet_comparison_horizon_start 0.3"):
+    with pytest.raises(
+        ValueError,
+        match=r"--hdet_comparison_horizon_start 0.0, but this run has --hdet_comparison_horizon_start 0.3",
+    ):
         fresh.load_state_dict(old)
     with pytest.warns(UserWarning, match="single process"):
         engine(comparison_horizon_start=0).load_state_dict(old)  # early_comparison does not apply: accepted
@@ -167,7 +179,10 @@ def test_a_horizon_checkpoint_from_before_its_start_existed_resumes_only_with_st
         one_interval = engine(early_comparison="one_interval").state_dict()
     del one_interval["config"]["early_comparison"]
     with pytest.warns(UserWarning, match="single process"):
-        with pytest.raises(ValueError, match=r"--hdet_early_comparison one_interval, but this run has --hdet_early_comparison lower_of_both"):
+        with pytest.raises(
+            ValueError,
+            match=r"--hdet_early_comparison one_interval, but this run has --hdet_early_comparison lower_of_both",
+        ):
             engine().load_state_dict(one_interval)
 
 
@@ -184,7 +199,9 @@ def test_the_drop_in_scheduler_passes_the_horizon_and_its_start_on():
     assert sched.engine.horizon.enabled and sched.engine.horizon_start_step == 30
     assert sched.engine.lrs.step_spread and not sched.engine.compares_over_horizon()
     assert sched.engine.settings.raise_gain == 2.0  # the library default, passed on to the controller
-    assert sched.engine.lrs.fan_out_scale == 0.4  # the library default: the step-size intervals fan out narrower
+    assert (
+        sched.engine.lrs.fan_out_scale == 0.4
+    )  # the library default: the step-size intervals fan out narrower
     with pytest.warns(UserWarning, match="single process"):
         symmetric = OneCycleAutoLR(
             torch.optim.SGD(model.parameters(), lr=0.1), max_lr=0.1, total_steps=100, model=model,
@@ -192,7 +209,10 @@ def test_the_drop_in_scheduler_passes_the_horizon_and_its_start_on():
             controller_update="multiplicative", raise_gain=1.0,
         )  # fmt: skip
     assert symmetric.engine.settings.raise_gain == 1.0 and symmetric.hdet_config.controller_raise_gain == 1.0
-    assert symmetric.hdet_config.controller_line_search_max_raise == 4.0 and symmetric.engine.line_search.max_raise == 4.0
+    assert (
+        symmetric.hdet_config.controller_line_search_max_raise == 4.0
+        and symmetric.engine.line_search.max_raise == 4.0
+    )
     # Without a horizon there are no step-size intervals to narrow: every interval fans out at the full spread.
     assert symmetric.hdet_config.lr_fan_out_scale == 0.4 and symmetric.engine.lrs.fan_out_scale == 1.0
     with pytest.warns(UserWarning, match="single process"):
@@ -202,7 +222,9 @@ def test_the_drop_in_scheduler_passes_the_horizon_and_its_start_on():
             comparison_horizon=0.1, fan_out_scale=1.0, line_search_breaks_ties=True, line_search_max_raise=2.0,
         )  # fmt: skip
     assert full.engine.lrs.fan_out_scale == 1.0 and full.hdet_config.lr_fan_out_scale == 1.0
-    assert full.hdet_config.controller_line_search_max_raise == 2.0 and full.engine.line_search.max_raise == 2.0
+    assert (
+        full.hdet_config.controller_line_search_max_raise == 2.0 and full.engine.line_search.max_raise == 2.0
+    )
     assert full.hdet_config.controller_line_search_breaks_ties
 
 
@@ -223,5 +245,7 @@ def test_paired_votes_bound_each_kind_by_the_others_latest_and_round_trip():
 
 
 def test_early_comparison_is_checked():
-    with pytest.raises(ValueError, match="--hdet_early_comparison must be one of lower_of_both, one_interval"):
+    with pytest.raises(
+        ValueError, match="--hdet_early_comparison must be one of lower_of_both, one_interval"
+    ):
         HDETConfig(early_comparison="both")

@@ -31,7 +31,9 @@ def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
 def local_run(tmp_path_factory):
     """Local mode with the controller on, saving a checkpoint mid-interval (step 6): also the resume reference."""
     dump, ckpt = tmp_path_factory.mktemp("local"), tmp_path_factory.mktemp("ckpt")
-    torchrun("hsdp_worker.py", NPROC, ["local", str(dump), str(STEPS), "--auto_lr", "--save_at", "6", str(ckpt)])
+    torchrun(
+        "hsdp_worker.py", NPROC, ["local", str(dump), str(STEPS), "--auto_lr", "--save_at", "6", str(ckpt)]
+    )
     return load_ranks(dump, NPROC), ckpt
 
 
@@ -50,7 +52,9 @@ def check_replica_groups(ranks: list[dict]) -> None:
             # Before the HDET step the groups' shards differ (different LRs); after a converge they are one.
             assert not same(a["pre"], b["pre"]), f"step {step}: groups hold the same shard {shard}"
             if converged:
-                assert same(a["post"], b["post"]), f"step {step}: shard {shard} differs across groups after a converge"
+                assert same(a["post"], b["post"]), (
+                    f"step {step}: shard {shard} differs across groups after a converge"
+                )
                 for x, y, avg in zip(a["pre"], b["pre"], a["post"]):
                     mean = (x.double() + y.double()) / 2
                     assert torch.allclose(avg.double(), mean, atol=1e-6, rtol=0)
@@ -59,7 +63,9 @@ def check_replica_groups(ranks: list[dict]) -> None:
         if converged:
             # Every rank gathered the same per-group losses: statistics agree inside a group and across columns.
             losses = [r["steps"][step]["losses"] for r in ranks]
-            assert all(x == losses[0] for x in losses) and len(losses[0]) == 2 and losses[0][0] != losses[0][1]
+            assert (
+                all(x == losses[0] for x in losses) and len(losses[0]) == 2 and losses[0][0] != losses[0][1]
+            )
 
 
 def test_two_replica_groups_floor_the_vote_at_the_group_losss_noise(local_run):
@@ -79,7 +85,9 @@ def test_two_replica_groups_floor_the_vote_at_the_group_losss_noise(local_run):
         for members in groups.values():
             per_rank = []
             for r in members:
-                x = torch.tensor([r["steps"][s]["loss"] for s in range(before + 1, step + 1)], dtype=torch.float64)
+                x = torch.tensor(
+                    [r["steps"][s]["loss"] for s in range(before + 1, step + 1)], dtype=torch.float64
+                )
                 per_rank.append(float((x.diff() ** 2).mean() / 2 / len(x)))  # weight 1 per step: / n
             variances.append(sum(per_rank) / len(per_rank) ** 2)
         assert noise == pytest.approx((sum(variances) / len(variances)) ** 0.5, rel=1e-5)
@@ -106,7 +114,12 @@ def test_local_mode_groups_explore_apart_and_converge_exactly(local_run):
     # No gradient (or any other) collective crosses groups between converges...
     assert cross_group(ranks, "train") == []
     # ...only the converge does: one fused all-reduce over the replicate group per converge, on each rank.
-    hdet = [(r["rank"], step) for r in ranks for p, step, name, m in r["collectives"] if p == "hdet" and len({x // SHARD for x in m}) > 1]
+    hdet = [
+        (r["rank"], step)
+        for r in ranks
+        for p, step, name, m in r["collectives"]
+        if p == "hdet" and len({x // SHARD for x in m}) > 1
+    ]
     converges = list(range(T, STEPS + 1, T))
     assert sorted({step for _, step in hdet}) == converges
     assert len(hdet) == len(converges) * NPROC
@@ -138,7 +151,9 @@ def test_shared_mode_all_reduces_gradients_across_groups(shared_run):
 
 def test_resume_reproduces_the_uninterrupted_run(local_run, tmp_path):
     reference, ckpt = local_run
-    torchrun("hsdp_worker.py", NPROC, ["local", str(tmp_path), str(STEPS), "--auto_lr", "--resume", str(ckpt)])
+    torchrun(
+        "hsdp_worker.py", NPROC, ["local", str(tmp_path), str(STEPS), "--auto_lr", "--resume", str(ckpt)]
+    )
     resumed = load_ranks(tmp_path, NPROC)
     for a, b in zip(reference, resumed):
         assert sorted(b["steps"]) == list(range(7, STEPS + 1))
@@ -153,7 +168,9 @@ def test_resume_on_more_replica_groups_is_elastic(local_run, tmp_path):
     reference, ckpt = local_run
     torchrun("hsdp_worker.py", 6, ["local", str(tmp_path), str(STEPS), "--auto_lr", "--resume", str(ckpt)])
     ranks = load_ranks(tmp_path, 6)
-    assert [(r["replica_rank"], r["shard_rank"]) for r in ranks] == [(g, s) for g in range(3) for s in range(2)]
+    assert [(r["replica_rank"], r["shard_rank"]) for r in ranks] == [
+        (g, s) for g in range(3) for s in range(2)
+    ]
     assert all(r["error"] is None and "world size 2 -> 3" in r["notes"][0] for r in ranks)
     groups = groups_of(ranks)
     for step in range(7, STEPS + 1):
@@ -172,7 +189,9 @@ def test_resume_with_another_shard_size_recuts_the_shards(shared_run, tmp_path):
     (into DTensors on the 2-D mesh), schedule kept. (The Trainer tests below cover local mode.)"""
     gloo_only()
     reference, ckpt = shared_run
-    torchrun("hsdp_worker.py", 2, ["shared", str(tmp_path), str(STEPS), "--shard", "1", "--resume", str(ckpt)])
+    torchrun(
+        "hsdp_worker.py", 2, ["shared", str(tmp_path), str(STEPS), "--shard", "1", "--resume", str(ckpt)]
+    )
     ranks = load_ranks(tmp_path, 2)
     assert all(r["error"] is None and "shard size 2 -> 1" in r["notes"][0] for r in ranks)
     for r in ranks:
@@ -191,7 +210,9 @@ def test_load_sharded_state_refuses_states_of_another_layout(local_run):
     saved = torch.load(ckpt / "hdet_hsdp_rank0.pt", weights_only=True)
     # Checked before anything is touched, so a stand-in for this run's engine (4 groups of 1) is enough.
     layout = SimpleNamespace(shard_size=1, shard_rank=0, num_replicas=4)
-    with pytest.raises(ValueError, match="holds shard 0 of 2 .* but this process is shard 0 of 1.*resume_from_files"):
+    with pytest.raises(
+        ValueError, match="holds shard 0 of 2 .* but this process is shard 0 of 1.*resume_from_files"
+    ):
         load_sharded_state([saved], None, None, SimpleNamespace(layout=layout))
 
 
@@ -211,10 +232,14 @@ def test_recut_matches_fsdp2_split_for_uneven_shapes():
             pieces = fsdp2_shards(full, saved)
             for size in (1, 2, 3, 4):
                 for rank, expected in enumerate(fsdp2_shards(full, size)):
-                    param = SimpleNamespace(shape=full.shape, data=SimpleNamespace(to_local=lambda e=expected: e))
+                    param = SimpleNamespace(
+                        shape=full.shape, data=SimpleNamespace(to_local=lambda e=expected: e)
+                    )
                     assert torch.equal(_recut(pieces, param, size, rank), expected), (rows, saved, size, rank)
     # Tensors that are not shards of the parameter (a scalar step, another shape) are left to the caller.
-    param = SimpleNamespace(shape=torch.Size([4, 3]), data=SimpleNamespace(to_local=lambda: torch.zeros(2, 3)))
+    param = SimpleNamespace(
+        shape=torch.Size([4, 3]), data=SimpleNamespace(to_local=lambda: torch.zeros(2, 3))
+    )
     assert _recut([torch.tensor(5.0), torch.tensor(5.0)], param, 2, 0) is None
     assert _recut([torch.zeros(2, 2), torch.zeros(2, 2)], param, 2, 0) is None
 
@@ -241,7 +266,11 @@ def trainer_run(tmp_path_factory):
     """HDETTrainer --hdet_hsdp_shard_size 2 on 4 processes, checkpoint-6: the reference of the Trainer's resumes."""
     base = tmp_path_factory.mktemp("trainer")
     (base / "dump").mkdir()
-    torchrun("hsdp_trainer_worker.py", NPROC, ["--dump_dir", str(base / "dump"), "--output_dir", str(base / "out"), *TRAINER_ARGS])
+    torchrun(
+        "hsdp_trainer_worker.py",
+        NPROC,
+        ["--dump_dir", str(base / "dump"), "--output_dir", str(base / "out"), *TRAINER_ARGS],
+    )
     return load_ranks(base / "dump", NPROC), base / "out" / "checkpoint-6"
 
 
@@ -249,14 +278,26 @@ def resume_trainer(tmp_path, checkpoint, nproc: int, *extra: str) -> list[dict]:
     """The Trainer route resumed from ``checkpoint`` on ``nproc`` fresh processes (``extra`` overrides flags)."""
     dump = tmp_path / "dump"
     dump.mkdir()
-    args = ["--dump_dir", str(dump), "--resume", str(checkpoint), "--output_dir", str(tmp_path / "out"), *TRAINER_ARGS, *extra]
+    args = [
+        "--dump_dir",
+        str(dump),
+        "--resume",
+        str(checkpoint),
+        "--output_dir",
+        str(tmp_path / "out"),
+        *TRAINER_ARGS,
+        *extra,
+    ]
     torchrun("hsdp_trainer_worker.py", nproc, args)
     return load_ranks(dump, nproc)
 
 
 def saved_group(checkpoint, group: int, shard_size: int) -> list[dict]:
     """The shard files of one saved replica group, in shard order."""
-    return [torch.load(checkpoint / f"hdet_hsdp_rank{group * shard_size + s}.pt", weights_only=True) for s in range(shard_size)]
+    return [
+        torch.load(checkpoint / f"hdet_hsdp_rank{group * shard_size + s}.pt", weights_only=True)
+        for s in range(shard_size)
+    ]
 
 
 def joined(pieces: list[torch.Tensor], shard_size: int, shard: int) -> torch.Tensor:
@@ -290,7 +331,9 @@ def test_trainer_route_trains_and_saves(trainer_run):
     groups = groups_of(ranks)
     for step in range(1, 9):
         assert len({m["steps"][step]["lr"] for m in groups[0]}) == 1
-        assert {m["steps"][step]["lr"] for m in groups[0]} != {m["steps"][step]["lr"] for m in groups[1]} or step == 8
+        assert {m["steps"][step]["lr"] for m in groups[0]} != {
+            m["steps"][step]["lr"] for m in groups[1]
+        } or step == 8
         for shard in range(SHARD):
             a, b = (groups[g][shard]["steps"][step]["shards"] for g in (0, 1))
             # Converges at 4 and 8 (T) and before the checkpoint at 6; apart otherwise.
@@ -323,7 +366,9 @@ def test_trainer_resume_on_more_replica_groups_is_elastic(trainer_run, trainer_o
     """The elastic resume of whole replicas, per group: new group 2 continues saved group 0's shards."""
     reference, checkpoint = trainer_run
     ranks, _ = trainer_on_three_groups
-    assert [(r["replica_rank"], r["shard_rank"]) for r in ranks] == [(g, s) for g in range(3) for s in range(SHARD)]
+    assert [(r["replica_rank"], r["shard_rank"]) for r in ranks] == [
+        (g, s) for g in range(3) for s in range(SHARD)
+    ]
     assert "world size 2 -> 3: multipliers recomputed" in ranks[0]["notes"][0]
     saved = {g: saved_group(checkpoint, g, SHARD) for g in (0, 1)}
     for r in ranks:
@@ -332,7 +377,9 @@ def test_trainer_resume_on_more_replica_groups_is_elastic(trainer_run, trainer_o
         source = reference[(g % 2) * SHARD + s]
         assert same(r["loaded"]["shards"], source["steps"][6]["shards"])
         for mine, theirs in zip(r["loaded"]["optimizer"], moments(saved[g % 2], SHARD, s)):
-            assert torch.equal(mine["exp_avg"], theirs["exp_avg"]) and torch.equal(mine["exp_avg_sq"], theirs["exp_avg_sq"])
+            assert torch.equal(mine["exp_avg"], theirs["exp_avg"]) and torch.equal(
+                mine["exp_avg_sq"], theirs["exp_avg_sq"]
+            )
     # Three LRs (multipliers recomputed for 3 groups), one per group; one model after the converges at 7 (save) and 8.
     check_groups_apart_then_one(ranks, SHARD, apart=7, converged=8)
 
@@ -350,7 +397,9 @@ def test_trainer_resume_with_another_shard_size_recuts_the_shards(trainer_run, t
         parts = [reference[g * SHARD + s]["steps"][6]["shards"] for s in range(SHARD)]
         assert same(r["loaded"]["shards"], [torch.cat(p) for p in zip(*parts)])
         for mine, theirs in zip(r["loaded"]["optimizer"], moments(saved_group(checkpoint, g, SHARD), 1, 0)):
-            assert torch.equal(mine["exp_avg"], theirs["exp_avg"]) and torch.equal(mine["exp_avg_sq"], theirs["exp_avg_sq"])
+            assert torch.equal(mine["exp_avg"], theirs["exp_avg"]) and torch.equal(
+                mine["exp_avg_sq"], theirs["exp_avg_sq"]
+            )
         # Not elastic: the saved multipliers and schedule carry on, so each group steps with the reference's LRs.
         for step in (7, 8):
             assert r["steps"][step]["lr"] == reference[g * SHARD]["steps"][step]["lr"], (g, step)
@@ -378,7 +427,9 @@ def test_trainer_refuses_to_mix_sharded_and_whole_replica_checkpoints(trainer_ru
 
     _, checkpoint = trainer_run
     _, shared = _read_saved_state(str(checkpoint))
-    with pytest.raises(ValueError, match=r"saved with --hdet_hsdp_shard_size 2 \(2 replica groups\), but this run has no"):
+    with pytest.raises(
+        ValueError, match=r"saved with --hdet_hsdp_shard_size 2 \(2 replica groups\), but this run has no"
+    ):
         _check_sharding_matches(str(checkpoint), shared, hsdp=False)
     _check_sharding_matches(str(checkpoint), shared, hsdp=True)
     whole = {k: v for k, v in shared.items() if k != "hsdp"}
@@ -388,7 +439,9 @@ def test_trainer_refuses_to_mix_sharded_and_whole_replica_checkpoints(trainer_ru
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(torch.cuda.device_count() < NPROC, reason=f"needs {NPROC} CUDA devices (NCCL, one per process)")
+@pytest.mark.skipif(
+    torch.cuda.device_count() < NPROC, reason=f"needs {NPROC} CUDA devices (NCCL, one per process)"
+)
 @pytest.mark.parametrize("mode", ["local", "shared"])
 def test_nccl_replica_groups(tmp_path, mode):
     """The same protocol on GPUs with NCCL (what cannot run on this CPU machine)."""

@@ -25,7 +25,16 @@ def test_hdet_trainer_under_torchrun_sees_every_process_without_use_cpu(tmp_path
     torchrun(
         "trainer_worker.py",
         2,
-        ["--output_dir", str(tmp_path / "out"), "--dump_dir", str(tmp_path / "dump"), *TRAIN, "--hdet", "--hdet_sync_interval", "2"],
+        [
+            "--output_dir",
+            str(tmp_path / "out"),
+            "--dump_dir",
+            str(tmp_path / "dump"),
+            *TRAIN,
+            "--hdet",
+            "--hdet_sync_interval",
+            "2",
+        ],
         env=user_env(),
         launcher="torchrun",  # the subject: what the Trainer sees under the real torchrun
     )
@@ -53,7 +62,9 @@ def test_stock_script_through_accelerate_launch_as_in_the_readme(tmp_path):
 
 
 def test_hdet_accelerate_refuses_an_accelerator_that_sees_one_process(tmp_path):
-    proc = torchrun("accelerate_seen_worker.py", 2, [], env=user_env(), expect_failure=True, launcher="torchrun")
+    proc = torchrun(
+        "accelerate_seen_worker.py", 2, [], env=user_env(), expect_failure=True, launcher="torchrun"
+    )
     assert "launched on 2 processes (WORLD_SIZE=2) but the Accelerator sees 1" in proc.stderr
     assert "Accelerator(cpu=True)" in proc.stderr
     ok = torchrun("accelerate_seen_worker.py", 2, ["--cpu"], env=user_env(), launcher="torchrun")

@@ -10,7 +10,9 @@ import torch
 from hdet_hf import HDETConfig
 from hdet_hf.line_search import LineSearchRaise, line_search_optimum
 
-SPREAD = torch.tensor([0.75, 11 / 12, 13 / 12, 1.25], dtype=torch.float64)  # four replicas at the default spread 0.25
+SPREAD = torch.tensor(
+    [0.75, 11 / 12, 13 / 12, 1.25], dtype=torch.float64
+)  # four replicas at the default spread 0.25
 
 
 @pytest.mark.parametrize("optimum", [0.6, 1.0, 2.5, 4.0, 9.0])
@@ -26,7 +28,9 @@ def test_it_agrees_with_numpy_on_noisy_losses():
         m = torch.tensor(rng.uniform(0.5, 1.5, size=6))
         losses = torch.tensor(rng.normal(size=6))
         c2, c1, _ = np.polyfit(m.numpy(), losses.numpy(), 2)
-        expected = max(0.0, -c1 / (2 * c2)) if c2 > 0 else (math.inf if c1 + 2 * c2 * float(m.mean()) < 0 else 0.0)
+        expected = (
+            max(0.0, -c1 / (2 * c2)) if c2 > 0 else (math.inf if c1 + 2 * c2 * float(m.mean()) < 0 else 0.0)
+        )
         got = line_search_optimum(m, losses)
         if c2 > 1e-6:
             assert got == pytest.approx(expected, rel=1e-7, abs=1e-9)
@@ -65,7 +69,9 @@ def test_a_raise_needs_two_far_optima_in_a_row_and_is_capped():
     assert raises.observe(math.inf) == 2.0  # the cap
     assert raises.observe(3.9) == 1.0  # this one is near
     assert raises.observe(100.0) == 1.0  # the last one was near
-    assert raises.observe(None) == 1.0 and raises.observe(8.0) == 1.0  # a converge without a fit breaks the run
+    assert (
+        raises.observe(None) == 1.0 and raises.observe(8.0) == 1.0
+    )  # a converge without a fit breaks the run
     assert raises.observe(4.0) == 1.0  # at the threshold: allowed, but a factor of 1
     off = LineSearchRaise(threshold=0.0, max_raise=2.0)
     assert not off.enabled and off.observe(50.0) == 1.0 and off.observe(50.0) == 1.0
@@ -97,9 +103,13 @@ def test_state_round_trip():
 def test_config_validation():
     assert HDETConfig(controller_line_search_threshold=4.0).controller_line_search_threshold == 4.0
     for bad in (-1.0, math.inf, math.nan):
-        with pytest.raises(ValueError, match="--hdet_controller_line_search_threshold must be a finite number >= 0"):
+        with pytest.raises(
+            ValueError, match="--hdet_controller_line_search_threshold must be a finite number >= 0"
+        ):
             HDETConfig(controller_line_search_threshold=bad)
-    with pytest.raises(ValueError, match="--hdet_controller_line_search_max_raise must be a finite number > 1"):
+    with pytest.raises(
+        ValueError, match="--hdet_controller_line_search_max_raise must be a finite number > 1"
+    ):
         HDETConfig(controller_line_search_max_raise=1.0)
 
 

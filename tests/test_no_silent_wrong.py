@@ -92,7 +92,10 @@ def _schedule_file(tmp_path, **changes):
 @pytest.mark.parametrize(
     "changes,match",
     [
-        ({"lr_per_step": [[1e-3], [float("nan")]]}, r"lr_per_step\[1\]\[0\].*finite number in \[0, 1000\], but got nan"),
+        (
+            {"lr_per_step": [[1e-3], [float("nan")]]},
+            r"lr_per_step\[1\]\[0\].*finite number in \[0, 1000\], but got nan",
+        ),
         ({"lr_per_step": [[-1e-3], [5e-4]]}, r"lr_per_step\[0\]\[0\].*but got -0.001"),
         ({"lr_per_step": [[1e-3], [1e30]]}, r"lr_per_step\[1\]\[0\].*but got 1e\+30"),
         ({"lr_per_step": [[1e-3], [None]]}, r"lr_per_step\[1\]\[0\].*but got None"),
@@ -104,7 +107,10 @@ def _schedule_file(tmp_path, **changes):
         ({"trajectory": [1, 2]}, r"field 'trajectory' must be a list of objects"),
         ({"trajectory": [{"step": "x"}]}, r"field 'trajectory\[0\].step' must be an integer"),
         ({"config": []}, r"field 'config' must be an object"),
-        ({"values_per_step": {"dropout": "high"}}, r"field 'values_per_step.dropout' must be a list of numbers"),
+        (
+            {"values_per_step": {"dropout": "high"}},
+            r"field 'values_per_step.dropout' must be a list of numbers",
+        ),
     ],
 )
 def test_a_malformed_schedule_file_is_refused_with_the_field(tmp_path, changes, match):
@@ -204,7 +210,9 @@ def test_a_version_1_run_explored_to_the_end_so_its_resume_must_too():
     config = HDETConfig(sync_interval=2).to_dict()
     del config["explore_until"]  # version 1 had no such setting: it explored to the last step
     state = {**state, "config": config}
-    with pytest.raises(ValueError, match=r"saved with --hdet_explore_until 1.0, but this run has --hdet_explore_until 0.5"):
+    with pytest.raises(
+        ValueError, match=r"saved with --hdet_explore_until 1.0, but this run has --hdet_explore_until 0.5"
+    ):
         _engine().load_state_dict(state)
     engine = _engine(explore_until=1.0)
     engine.load_state_dict(state)
@@ -216,7 +224,10 @@ def test_a_checkpoint_from_before_the_raise_gain_resumes_only_with_gain_1():
     one under the default 2 would change the controller mid-run, so it is refused by name."""
     state = _engine(auto_lr=True).state_dict()
     del state["config"]["controller_raise_gain"]
-    with pytest.raises(ValueError, match=r"saved with --hdet_controller_raise_gain 1.0, but this run has --hdet_controller_raise_gain 2.0"):
+    with pytest.raises(
+        ValueError,
+        match=r"saved with --hdet_controller_raise_gain 1.0, but this run has --hdet_controller_raise_gain 2.0",
+    ):
         _engine(auto_lr=True).load_state_dict(state)
     _engine(auto_lr=True, controller_raise_gain=1.0).load_state_dict(state)
 
@@ -240,7 +251,10 @@ def test_a_checkpoint_from_before_the_line_search_resumes_only_with_it_off():
     """Checkpoints written before --hdet_controller_line_search_threshold had no line-search raises: resuming one
     under the default 4 would change the controller mid-run, so it is refused by name, and accepted with 0."""
     state = _engine(auto_lr=True).state_dict()
-    del state["config"]["controller_line_search_threshold"], state["config"]["controller_line_search_max_raise"]
+    del (
+        state["config"]["controller_line_search_threshold"],
+        state["config"]["controller_line_search_max_raise"],
+    )
     del state["line_search"]
     with pytest.raises(
         ValueError,
@@ -294,7 +308,8 @@ def test_a_fan_out_scale_cannot_change_on_resume():
     checkpoint from before it existed stepped at the full spread, so it resumes only with 1."""
     state = _engine(auto_lr=True, lr_fan_out_scale=0.4).state_dict()
     with pytest.raises(
-        ValueError, match=r"saved with --hdet_lr_fan_out_scale 0.4, but this run has --hdet_lr_fan_out_scale 1.0"
+        ValueError,
+        match=r"saved with --hdet_lr_fan_out_scale 0.4, but this run has --hdet_lr_fan_out_scale 1.0",
     ):
         _engine(auto_lr=True, lr_fan_out_scale=1.0).load_state_dict(state)
     _engine(auto_lr=True, lr_fan_out_scale=0.4).load_state_dict(state)
@@ -312,7 +327,9 @@ def test_a_hyperparameter_added_on_resume_is_refused_by_name():
     saved = _engine().state_dict()
     engine = _engine()
     engine.add_hyperparameter(Hyperparameter("router_aux_loss", spread=0.5, base=0.01, setter=lambda v: None))
-    with pytest.raises(ValueError, match=r"explores \['lr'\], but this run explores.*new: \['router_aux_loss'\]"):
+    with pytest.raises(
+        ValueError, match=r"explores \['lr'\], but this run explores.*new: \['router_aux_loss'\]"
+    ):
         engine.load_state_dict(saved)
 
 
@@ -328,12 +345,21 @@ def test_settings_that_only_change_memory_may_change_on_resume():
     [
         ({"world_size": 0}, r"field 'world_size' must be an integer >= 1, but got 0"),
         ({"controllers": {"lr": {"scale": -1.0, "velocity": 0.0}}}, r"controllers\['lr'\].scale.*got -1.0"),
-        ({"controllers": {"lr": {"scale": math.inf, "velocity": 0.0}}}, r"controllers\['lr'\].scale.*got inf"),
-        ({"lr_per_step": [[float("nan")]]}, r"field 'lr_per_step\[0\]' must be a list of finite learning rates"),
+        (
+            {"controllers": {"lr": {"scale": math.inf, "velocity": 0.0}}},
+            r"controllers\['lr'\].scale.*got inf",
+        ),
+        (
+            {"lr_per_step": [[float("nan")]]},
+            r"field 'lr_per_step\[0\]' must be a list of finite learning rates",
+        ),
         ({"steps_since_sync": 7}, r"field 'steps_since_sync' must be an integer in \[0, step=2\]"),
         ({"generator_state": [1, 2]}, r"field 'generator_state' must be a uint8 tensor"),
         ({"step": -1}, r"field 'step' must be an integer >= 0"),
-        ({"outer_anchors": [torch.zeros(3)]}, r"field 'outer_anchors' does not match this model's 2 trainable"),
+        (
+            {"outer_anchors": [torch.zeros(3)]},
+            r"field 'outer_anchors' does not match this model's 2 trainable",
+        ),
         ({"peak_floor": {"peak": 1e-3, "floors": {"lr": 0.0}}}, r"field 'peak_floor' must be None or a dict"),
         ({"peak_floor": {"peak": math.nan, "floors": {}}}, r"field 'peak_floor' must be None or a dict"),
         ({"line_search": {"last_optimum": -1.0}}, r"field 'line_search' must be None or a dict"),
@@ -409,7 +435,9 @@ def test_a_checkpoint_saved_with_a_removed_setting_is_refused_by_name():
     ]:
         state = _engine(auto_lr=True).state_dict()
         state["config"][name] = value
-        with pytest.raises(ValueError, match=rf"saved with --hdet_{name} {value}: a setting this version .* no longer"):
+        with pytest.raises(
+            ValueError, match=rf"saved with --hdet_{name} {value}: a setting this version .* no longer"
+        ):
             _engine(auto_lr=True).load_state_dict(state)
         state["config"][name] = REMOVED_SETTINGS[name]
         _engine(auto_lr=True).load_state_dict(state)

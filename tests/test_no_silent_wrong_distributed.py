@@ -63,3 +63,6 @@ def test_the_first_step_tells_shared_gradients_from_local_ones(tmp_path):
     assert cases["drop_in_resumed"] == {"horizon": True, "config": None, "step": 4}
     assert cases["drop_in_local"] == {"error": None, "warnings": [], "shared": False, "horizon": False}
     assert "needs the gradients all-reduced" in cases["drop_in_horizon_local"]["error"]
+    # Auto-LR without a probe is said once, at construction (with a probe the drop-in did not raise a correct LR).
+    counts = {name: n for name, n in cases.items() if name.endswith("_no_probe_warnings")}
+    assert len(counts) == 4 and set(counts.values()) == {1}

@@ -41,7 +41,9 @@ def test_the_window_variance_is_half_the_mean_squared_step_difference_over_the_e
     assert window.mean_loss() == pytest.approx(np.average(losses, weights=items), rel=1e-12)
     assert window.mean_variance() == pytest.approx(_expected_variance(losses, items), rel=1e-12)
     # Gradient accumulation (the step's items over two micro-batches with the step's mean) changes nothing.
-    assert _window(losses, items, micro_batches=2).mean_variance() == pytest.approx(window.mean_variance(), rel=1e-12)
+    assert _window(losses, items, micro_batches=2).mean_variance() == pytest.approx(
+        window.mean_variance(), rel=1e-12
+    )
 
 
 def test_a_window_that_does_not_track_noise_keeps_the_same_mean_and_has_no_estimate():
@@ -114,7 +116,10 @@ def test_the_floor_shrinks_a_two_replica_vote_within_the_noise_and_leaves_a_clea
     assert three[1] == 0 and three[0] > three[2]
     assert loss_weights(torch.tensor([1.0, float("nan")]), 1.0, "adaptive", noise=0.05).tolist() == [1.0, 0.0]
     # The fixed temperature is in loss units already: the floor does not apply.
-    assert loss_weights(losses, 0.01, "fixed", noise=0.05).tolist() == loss_weights(losses, 0.01, "fixed").tolist()
+    assert (
+        loss_weights(losses, 0.01, "fixed", noise=0.05).tolist()
+        == loss_weights(losses, 0.01, "fixed").tolist()
+    )
 
 
 def test_the_controller_floors_only_the_rows_given_a_noise():
@@ -134,8 +139,12 @@ def test_which_runs_floor_the_vote():
     assert not uses_noise_floor(HDETConfig(), 3) and not uses_noise_floor(HDETConfig(), 4)
     assert uses_noise_floor(HDETConfig(controller_noise_floor="always"), 4)
     assert not uses_noise_floor(HDETConfig(controller_noise_floor="off"), 2)
-    assert not uses_noise_floor(HDETConfig(controller_temperature_mode="fixed", controller_temperature=0.01), 2)
-    with pytest.raises(ValueError, match="--hdet_controller_noise_floor must be one of two_replicas, always, off"):
+    assert not uses_noise_floor(
+        HDETConfig(controller_temperature_mode="fixed", controller_temperature=0.01), 2
+    )
+    with pytest.raises(
+        ValueError, match="--hdet_controller_noise_floor must be one of two_replicas, always, off"
+    ):
         HDETConfig(controller_noise_floor="sometimes")
 
 
@@ -148,11 +157,15 @@ def test_the_noise_is_the_root_mean_variance_of_the_scored_replicas():
 
 
 def test_with_abstention_a_gap_within_the_noise_is_no_vote_and_agreement_holds():
-    settings = ControllerSettings(lr=1.0, momentum=0.0, combination="agree_mean", abstain_within_noise="always")
+    settings = ControllerSettings(
+        lr=1.0, momentum=0.0, combination="agree_mean", abstain_within_noise="always"
+    )
     m = torch.tensor([0.75, 1.25])
     rows = torch.tensor([[1.02, 1.00], [0.52, 0.50]])  # train loss, probe: both favour the high LR
     _, quiet = controller_step(ControllerState(), m, rows, settings, base_value=1.0, noise=[0.05, None])
-    assert quiet["abstained"] == [True, False] and quiet["row_deltas"][0] == 0.0 and quiet["row_deltas"][1] > 0
+    assert (
+        quiet["abstained"] == [True, False] and quiet["row_deltas"][0] == 0.0 and quiet["row_deltas"][1] > 0
+    )
     assert quiet["delta"] == 0.0 and quiet["scale"] == 1.0  # one row without a direction: agree_mean holds
     # Shrinking instead (the default): the agreeing small vote still moves the scale up.
     shrink = ControllerSettings(lr=1.0, momentum=0.0, combination="agree_mean")
@@ -187,10 +200,14 @@ def test_abstaining_on_raises_only_keeps_a_cut_within_the_noise():
     up = torch.tensor([[1.02, 1.00], [0.52, 0.50]])  # both rows favour the high LR; the train gap within 0.05
     _, held = controller_step(ControllerState(), m, up, raises, base_value=1.0, noise=[0.05, None])
     assert held["abstained"] == [True, False] and held["delta"] == 0.0
-    down = torch.tensor([[1.00, 1.02], [0.50, 0.52]])  # both favour the low LR: the small train vote still counts
+    down = torch.tensor(
+        [[1.00, 1.02], [0.50, 0.52]]
+    )  # both favour the low LR: the small train vote still counts
     _, cut = controller_step(ControllerState(), m, down, raises, base_value=1.0, noise=[0.05, None])
     shrink = ControllerSettings(lr=1.0, momentum=0.0, combination="agree_mean")
     _, cut_shrink = controller_step(ControllerState(), m, down, shrink, base_value=1.0, noise=[0.05, None])
     assert cut["abstained"] == [False, False] and cut["delta"] == cut_shrink["delta"] < 0
-    with pytest.raises(ValueError, match="--hdet_controller_abstain_within_noise must be one of off, raises, always"):
+    with pytest.raises(
+        ValueError, match="--hdet_controller_abstain_within_noise must be one of off, raises, always"
+    ):
         HDETConfig(controller_abstain_within_noise="sometimes")

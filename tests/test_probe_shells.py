@@ -93,8 +93,12 @@ def test_drop_in_scheduler_takes_the_sync_interval_as_a_fraction_of_the_run():
             ensemble_lr_spread_ratio=0.25, model_sync_interval=0.03,
         )  # fmt: skip
     assert sched.hdet_config.sync_interval == 0.03 and sched.engine.config.sync_interval == 30
-    with pytest.raises(ValueError, match="model_sync_interval must be a positive integer number of steps or a fraction"):
-        OneCycleAutoLR(torch.optim.SGD(model.parameters(), lr=0.1), max_lr=0.1, total_steps=10, model_sync_interval=1.5)
+    with pytest.raises(
+        ValueError, match="model_sync_interval must be a positive integer number of steps or a fraction"
+    ):
+        OneCycleAutoLR(
+            torch.optim.SGD(model.parameters(), lr=0.1), max_lr=0.1, total_steps=10, model_sync_interval=1.5
+        )
 
 
 def test_the_readmes_drop_in_call_runs_the_measured_default():
@@ -110,7 +114,9 @@ def test_the_readmes_drop_in_call_runs_the_measured_default():
     assert "probe_fn" in kwargs and "comparison_horizon" in kwargs
     model = torch.nn.Linear(4, 1)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    values = {k: eval(v, {"model": model, "probe": lambda: 1.0}) for k, v in kwargs.items() if k not in ("max_lr",)}
+    values = {
+        k: eval(v, {"model": model, "probe": lambda: 1.0}) for k, v in kwargs.items() if k not in ("max_lr",)
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # one process: nothing to spread
         sched = OneCycleAutoLR(opt, max_lr=3e-4, **values)

@@ -76,8 +76,12 @@ def test_the_case_list_covers_every_constrained_flag():
     messages = " ".join(c.match.replace("\\", "") for c in CASES)
     # Every HDETConfig field has a case naming its flag, except those whose every value is legal.
     always_legal = {
-        "average_optimizer_state", "lr_groups", "controller_floor_after_peak", "controller_line_search_breaks_ties",
-        "controller_line_search_centre", "controller_line_search_until_bend",
+        "average_optimizer_state",
+        "lr_groups",
+        "controller_floor_after_peak",
+        "controller_line_search_breaks_ties",
+        "controller_line_search_centre",
+        "controller_line_search_until_bend",
     }
     for name in set(HDETConfig.field_names()) - always_legal:
         assert re.search(rf"--hdet_{name}\b", messages), f"no invalid-input case names --hdet_{name}"
@@ -612,14 +616,25 @@ def killed_saving(tmp_path_factory) -> Runs:
     out = root / "killed"
 
     def scenario(name: str, *flags: str, **options) -> dict:
-        return {"name": name, "args": ["--output_dir", str(root / name), *COMMON, *REFERENCE, *flags], **options}
+        return {
+            "name": name,
+            "args": ["--output_dir", str(root / name), *COMMON, *REFERENCE, *flags],
+            **options,
+        }
 
     launches = {
         "kill": launch(
             root,
             "kill",
             2,
-            [scenario("killed", "--save_total_limit", "1", faults=[{"kind": "sigkill_save", "rank": 1, "step": 6}])],
+            [
+                scenario(
+                    "killed",
+                    "--save_total_limit",
+                    "1",
+                    faults=[{"kind": "sigkill_save", "rank": 1, "step": 6}],
+                )
+            ],
         )
     }
     launches["resume"] = launch(

@@ -320,8 +320,12 @@ def test_save_pretrained_writes_json_only_and_the_caller_draws(tmp_path) -> None
     schedule = make_schedule()
     assert schedule.save_pretrained(tmp_path) == [str(tmp_path / SCHEDULE_FILENAME)]
     assert sorted(os.listdir(tmp_path)) == [SCHEDULE_FILENAME]
-    assert schedule.save_pretrained(tmp_path, plot=False) == [str(tmp_path / SCHEDULE_FILENAME)]  # old callers
-    with pytest.raises(ValueError, match=r"plot=True\) no longer draws the plot: call hdet_hf.plotting.plot_schedule"):
+    assert schedule.save_pretrained(tmp_path, plot=False) == [
+        str(tmp_path / SCHEDULE_FILENAME)
+    ]  # old callers
+    with pytest.raises(
+        ValueError, match=r"plot=True\) no longer draws the plot: call hdet_hf.plotting.plot_schedule"
+    ):
         schedule.save_pretrained(tmp_path, plot=True)
     png_size(plot_schedule(schedule, tmp_path / PLOT_FILENAME))
 

@@ -228,8 +228,13 @@ def scenario_fitness(rank: int, world: int) -> dict:
     model = nn.Linear(3, 1).to(device())
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     config = HDETConfig(
-        sync_interval=1, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, explore_until=1.0,
-        controller_signal="train_loss", converge_weights="fitness",
+        sync_interval=1,
+        lr_spread=0.5,
+        auto_lr=True,
+        auto_lr_warmup_steps=0,
+        explore_until=1.0,
+        controller_signal="train_loss",
+        converge_weights="fitness",
         comparison_horizon=0,  # the weighted mean itself, without offsets after it
     )
     engine = HDETEngine(config, model, opt, total_steps=4)
@@ -277,6 +282,7 @@ def scenario_horizon(rank: int, world: int) -> dict:
         opt.step()
         opt.zero_grad()
         engine.add_loss(loss)
+
         def record(report, step: int = step) -> None:
             if report is None:
                 return
@@ -339,9 +345,15 @@ def scenario_peak_floor(rank: int, world: int) -> dict:
         def engine_for() -> HDETEngine:
             model = nn.Linear(3, 1).to(device())
             config = HDETConfig(
-                sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0,
-                controller_signal="train_loss", controller_lr=1.0, explore_until=1.0,
-                controller_floor_after_peak=floor, comparison_horizon_start=early_end,
+                sync_interval=2,
+                lr_spread=0.5,
+                auto_lr=True,
+                auto_lr_warmup_steps=0,
+                controller_signal="train_loss",
+                controller_lr=1.0,
+                explore_until=1.0,
+                controller_floor_after_peak=floor,
+                comparison_horizon_start=early_end,
                 controller_two_replica_cut_gain=1.0,  # full cuts reach the 10x bound within the run
             )
             return HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-3), total_steps=20)
@@ -371,6 +383,7 @@ def scenario_peak_floor(rank: int, world: int) -> dict:
         "early_on": run(True, peak_at_2, early_end=0.5),
     }
 
+
 def scenario_line_search(rank: int, world: int) -> dict:
     """One weight climbs at a constant gradient, so replica r ends an interval at w + lr x m_r x T and the probe
     ``(w - target)**2`` is a parabola in the multiplier with its optimum at (target - w) / (lr x T). With
@@ -381,17 +394,30 @@ def scenario_line_search(rank: int, world: int) -> dict:
     --hdet_controller_line_search_max_raise 4 (the others pin 2)."""
 
     def run(
-        threshold: float, target: float, resume_at: int | None = None, ties: bool | None = None, max_raise: float = 2.0
+        threshold: float,
+        target: float,
+        resume_at: int | None = None,
+        ties: bool | None = None,
+        max_raise: float = 2.0,
     ) -> dict:
         disagree = ties is not None
+
         def engine_for() -> tuple[HDETEngine, nn.Linear]:
             model = nn.Linear(1, 1, bias=False).to(device())
             with torch.no_grad():
                 model.weight.zero_()
             config = HDETConfig(
-                sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, controller_signal="probe",
-                controller_lr=0.5, explore_until=1.0, controller_floor_after_peak=False, comparison_horizon=0.0,
-                controller_line_search_threshold=threshold, controller_line_search_max_raise=max_raise,
+                sync_interval=2,
+                lr_spread=0.5,
+                auto_lr=True,
+                auto_lr_warmup_steps=0,
+                controller_signal="probe",
+                controller_lr=0.5,
+                explore_until=1.0,
+                controller_floor_after_peak=False,
+                comparison_horizon=0.0,
+                controller_line_search_threshold=threshold,
+                controller_line_search_max_raise=max_raise,
             )
             if disagree:
                 config = dataclasses.replace(
@@ -409,7 +435,9 @@ def scenario_line_search(rank: int, world: int) -> dict:
             model.zero_grad()
             (-model.weight.sum()).backward()  # the gradient is -1 on every rank: the weight climbs
             engine.optimizer.step()
-            engine.add_loss(torch.tensor(1.0 + (0.1 * engine.multiplier() if disagree else 0.0), device=device()))
+            engine.add_loss(
+                torch.tensor(1.0 + (0.1 * engine.multiplier() if disagree else 0.0), device=device())
+            )
             report = engine.end_step()
             if step == resume_at:
                 saved, weight = engine.state_dict(), model.weight.detach().clone()
@@ -419,10 +447,15 @@ def scenario_line_search(rank: int, world: int) -> dict:
                 engine.load_state_dict(saved)
             engine.apply_lr([1e-2])
             if report is not None and report.regular:
-                converges.append({
-                    "step": step, "scale": report.scale["lr"], "multipliers": report.multipliers["lr"],
-                    "probe_losses": report.probe_losses, "delta": report.delta.get("lr"),
-                })
+                converges.append(
+                    {
+                        "step": step,
+                        "scale": report.scale["lr"],
+                        "multipliers": report.multipliers["lr"],
+                        "probe_losses": report.probe_losses,
+                        "delta": report.delta.get("lr"),
+                    }
+                )
         return {"converges": converges, "last_optimum": engine.line_search.last_optimum}
 
     return {
@@ -437,6 +470,7 @@ def scenario_line_search(rank: int, world: int) -> dict:
         "ties_near_on": run(4.0, target=0.05, ties=True),
         "ties_on_bound4": run(4.0, target=2.0, ties=True, max_raise=4.0),
     }
+
 
 def scenario_fan_out(rank: int, world: int) -> dict:
     """--hdet_lr_fan_out_scale 0.4 with --hdet_lr_spread 0.5 (step-size intervals at spread 0.2): the whole run
@@ -473,6 +507,7 @@ def scenario_fan_out(rank: int, world: int) -> dict:
         engine.apply_lr([1e-2])
     return {"lrs": lrs, "converges": converges}
 
+
 def scenario_centre_point(rank: int, world: int) -> dict:
     """Two replicas with the line search on (`centre_point`): the weight climbs at a constant gradient and the
     probe is a parabola in the step taken (`scenario_line_search`); step-size and offset intervals alternate
@@ -496,7 +531,9 @@ def scenario_centre_point(rank: int, world: int) -> dict:
             engine = HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-3), total_steps=24)
             engine.probe_fn = lambda: float((model.weight.detach().double() - target).pow(2).sum())
             if other_spread:  # a second spread value: the replicas no longer differ in LR alone
-                engine.add_hyperparameter(Hyperparameter("weight_decay", 0.5, base=0.0, setter=lambda value: None))
+                engine.add_hyperparameter(
+                    Hyperparameter("weight_decay", 0.5, base=0.0, setter=lambda value: None)
+                )
             probe_at = engine._probe_at
 
             def recording_probe_at(weights: list[torch.Tensor]) -> float:
@@ -558,7 +595,11 @@ def scenario_noise_floor(rank: int, world: int) -> dict:
     and resumed from a checkpoint inside an interval."""
 
     def run(
-        gap: float, floor: str = "two_replicas", micro_batches: int = 1, resume_at: int | None = None, abstain: str = "off",
+        gap: float,
+        floor: str = "two_replicas",
+        micro_batches: int = 1,
+        resume_at: int | None = None,
+        abstain: str = "off",
         cut_gain: float = 0.5,
     ) -> dict:
         def engine_for() -> tuple[HDETEngine, nn.Linear]:
@@ -568,7 +609,9 @@ def scenario_noise_floor(rank: int, world: int) -> dict:
                 controller_noise_floor=floor, explore_until=1.0, controller_line_search_threshold=0.0,
                 controller_abstain_within_noise=abstain, controller_two_replica_cut_gain=cut_gain,
             )  # fmt: skip
-            return HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=1e-3), total_steps=20), model
+            return HDETEngine(
+                config, model, torch.optim.SGD(model.parameters(), lr=1e-3), total_steps=20
+            ), model
 
         generator = torch.Generator().manual_seed(100 + rank)
         noise = (0.05 * torch.randn(20, generator=generator, dtype=torch.float64)).tolist()

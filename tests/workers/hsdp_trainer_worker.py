@@ -25,7 +25,9 @@ from hdet_hf.process import finish_distributed  # noqa: E402
 class WorkerArgs:
     dump_dir: str = field(default="dump")
     resume: str = field(default="")
-    save_at: int = field(default=0)  # also save a checkpoint at this step (a resumed run keeps the saved save_steps)
+    save_at: int = field(
+        default=0
+    )  # also save a checkpoint at this step (a resumed run keeps the saved save_steps)
 
 
 class Recorder(TrainerCallback):
@@ -43,7 +45,8 @@ class Recorder(TrainerCallback):
             "step": state.global_step,
             "shards": [local_data(p).clone() for p in self.trainer.model.parameters()],
             "optimizer": [
-                {k: local_data(v).clone() for k, v in optimizer.state[p].items() if torch.is_tensor(v)} for p in params
+                {k: local_data(v).clone() for k, v in optimizer.state[p].items() if torch.is_tensor(v)}
+                for p in params
             ],
             "engine_step": self.trainer.hdet_engine.step,
             "lrs": [float(g["lr"]) for g in optimizer.param_groups],

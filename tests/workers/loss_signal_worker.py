@@ -50,7 +50,9 @@ class TruthTrainer(HDETTrainer):
     _count = 0
 
     def _get_train_sampler(self, train_dataset=None):
-        return torch.utils.data.SequentialSampler(train_dataset if train_dataset is not None else self.train_dataset)
+        return torch.utils.data.SequentialSampler(
+            train_dataset if train_dataset is not None else self.train_dataset
+        )
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         labels = inputs["labels"]
@@ -61,7 +63,9 @@ class TruthTrainer(HDETTrainer):
             targets = labels[..., 1:]
             logits = outputs.logits.detach().double()[..., :-1, :]
             self._sum += float(
-                F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1), ignore_index=-100, reduction="sum")
+                F.cross_entropy(
+                    logits.reshape(-1, VOCAB), targets.reshape(-1), ignore_index=-100, reduction="sum"
+                )
             )
             self._count += int(targets.ne(-100).sum())
         return (loss, outputs) if return_outputs else loss

@@ -109,16 +109,21 @@ def scenario_gradient_sharing(rank: int, world: int) -> dict:
                 engine.apply_lr([0.01])
         else:
             horizon = {"comparison_horizon": 0.1} if name == "drop_in_horizon_local" else {}
-            sched = OneCycleAutoLR(
-                optimizer, max_lr=0.01, total_steps=8, ensemble_lr_spread_ratio=0.25, model_sync_interval=2,
-                enable_auto_lr=True, auto_lr_warmup_steps=2, controller_update="multiplicative",
-                controller_temperature_mode="adaptive", loss_scale=1.0,
-                model=model if name != "drop_in_unwrapped_ddp" else module, **horizon,
-            )  # fmt: skip
+            with warnings.catch_warnings(record=True) as built:
+                warnings.simplefilter("always")
+                sched = OneCycleAutoLR(
+                    optimizer, max_lr=0.01, total_steps=8, ensemble_lr_spread_ratio=0.25, model_sync_interval=2,
+                    enable_auto_lr=True, auto_lr_warmup_steps=2, controller_update="multiplicative",
+                    controller_temperature_mode="adaptive", loss_scale=1.0,
+                    model=model if name != "drop_in_unwrapped_ddp" else module, **horizon,
+                )  # fmt: skip
             engine = sched.engine
             step_fn = sched.step
+            no_probe_warnings = sum("without probe_fn" in str(w.message) for w in built)
         result = _train(model, optimizer, step_fn, rank, steps=4)
         result.update(shared=engine.gradients_shared, horizon=engine.horizon.enabled)
+        if name.startswith("drop_in"):
+            out[name + "_no_probe_warnings"] = no_probe_warnings
         out[name] = result
         if name == "drop_in_unwrapped_ddp":
             out[name + "_config"] = (sched.hdet_config.comparison_horizon, engine.config.comparison_horizon)
