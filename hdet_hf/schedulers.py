@@ -354,7 +354,8 @@ class OneCycleAutoLR(OneCycleLR):
             if loss is not None:
                 engine.add_loss(loss)
             self.last_report: ConvergeReport | None = engine.end_step()
-            self._follow_engine_horizon()
+            if engine.step == 1:  # the one step at which the engine may switch its horizon on
+                self._follow_engine_horizon()
         self._hdet_started = True
         super().step()
 
