@@ -67,6 +67,8 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         optimizer: the optimizer whose param groups get per-rank LRs.
         total_steps: planned optimizer steps (for the controller warm-up and the final converge).
         rank, world_size, group: the process group; by default the global one (or a single process).
+        horizon_if_shared: for shells that do not wrap the model (`OneCycleAutoLR`): with no comparison horizon
+            configured, take HDETConfig's default one if the first step shows shared gradients (`shared_gradients`).
 
     Example:
         >>> import torch
@@ -89,6 +91,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         rank: int | None = None,
         world_size: int | None = None,
         group: dist.ProcessGroup | None = None,
+        horizon_if_shared: bool = False,
     ) -> None:
         config.check_run_length(total_steps)
         config = config.for_run(total_steps)  # a fractional sync_interval becomes the steps it means here
@@ -131,7 +134,12 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         # With two replicas the train-loss vote's temperature is floored at that loss's noise (`noise_floor`).
         self.uses_noise_floor = uses_noise_floor(config, self.world_size)
         self.lrs = LearningRates(optimizer, self.registry, self.recorder.record.lr_per_step)
-        self._build_comparison()
+        # Read at a fresh run's first step with a horizon (which needs shared gradients) or with horizon_if_shared:
+        # are the gradients all-reduced? (`shared_gradients`)
+        self.horizon_if_shared = horizon_if_shared
+        self.gradients_shared: bool | None = None
+        # Pending, the line search does not yet say what it lacks without a horizon: the first step may switch it on.
+        self._build_comparison(warn=not horizon_if_shared)
         self.window = ScoreWindow(track_noise=self.uses_noise_floor)  # no per-step noise sums otherwise
         self.outer = OuterStep(config.outer_lr, config.outer_momentum)
         self.step = 0
@@ -141,23 +149,18 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         self.last_report: ConvergeReport | None = None
         self.health = ReplicaHealth(config.divergence_factor)
         self.fitness = FitnessWeights(config.controller_temperature, config.controller_temperature_mode)
-        # Read at a fresh run's first step with a horizon (which needs shared gradients), or when a shell that does
-        # not wrap the model asks (`OneCycleAutoLR`): are the gradients all-reduced? (`shared_gradients`) With
-        # horizon_if_shared, a yes switches HDETConfig's default horizon on before the first converge.
-        self.horizon_if_shared = False
-        self.gradients_shared: bool | None = None
         if self.world_size > 1:
             self._check_settings_agree()
 
-    def _build_comparison(self) -> None:
+    def _build_comparison(self, warn: bool = True) -> None:
         """The parts that follow ``config.comparison_horizon``: the horizon's offsets, the line search and its
-        centre point, and the early fan-out's width."""
+        centre point, and the early fan-out's width (``warn``: the line search's warnings)."""
         config = self.config
         self.horizon = HorizonOffsets(
             horizon_decay(config.sync_interval, config.resolve_comparison_horizon(self.total_steps))
         )
         # --hdet_controller_line_search_threshold: far below the right LR, the probe's line search sizes a raise.
-        self.line_search = LineSearchRaise.for_run(config, self.world_size)
+        self.line_search = LineSearchRaise.for_run(config, self.world_size, warn=warn)
         # With two replicas each rebuilds the line's centre as its third point (`centre_point`); intact while the
         # interval's start is known (set at a regular converge, cleared by a forced one).
         self.uses_centre = uses_centre_point(config, self.world_size)
@@ -217,17 +220,16 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         self.steps_since_converge += 1
         self.window.end_step()
         # Only with the LR alone explored: e.g. a weight decay per rank enters Adam's moments in its L2 form.
-        if (
-            self.step == 1
-            and self.world_size > 1
-            and (self.horizon.enabled or self.horizon_if_shared)
-            and self.registry.names == [LR]
-        ):
-            self.gradients_shared = gradients_shared(self.replica, self.world_size, self.group)
-            if self.horizon.enabled and self.gradients_shared is False:
-                raise ValueError(HORIZON_NEEDS_SHARED_GRADIENTS)
-            if self.horizon_if_shared and self.gradients_shared and not self.horizon.enabled:
-                self.adopt_default_horizon()
+        if self.step == 1 and self.world_size > 1:
+            if (self.horizon.enabled or self.horizon_if_shared) and self.registry.names == [LR]:
+                self.gradients_shared = gradients_shared(self.replica, self.world_size, self.group)
+                if self.horizon.enabled and self.gradients_shared is False:
+                    raise ValueError(HORIZON_NEEDS_SHARED_GRADIENTS)
+            if self.horizon_if_shared and not self.horizon.enabled:
+                if self.gradients_shared:
+                    self.adopt_default_horizon()
+                else:
+                    self._build_comparison()  # no horizon after all: now the line search's warnings are true
         if (
             self.config.controller_signal in AVERAGED_SIGNALS
             and self.step <= self.explore_until_step

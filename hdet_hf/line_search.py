@@ -120,9 +120,9 @@ class LineSearchRaise:
         self.bent = False
 
     @classmethod
-    def for_run(cls, config: HDETConfig, replicas: int = MIN_POINTS) -> LineSearchRaise:
+    def for_run(cls, config: HDETConfig, replicas: int = MIN_POINTS, warn: bool = True) -> LineSearchRaise:
         """The line search of a run's resolved config (``HDETConfig.for_run``) over ``replicas`` replicas; warns
-        where it is uncalibrated or cannot act."""
+        (unless not ``warn``) where it is uncalibrated or cannot act."""
         from .centre_point import uses_centre_point
         from .config import MIN_FRACTION_SYNC_INTERVAL
 
@@ -135,7 +135,7 @@ class LineSearchRaise:
             until_bend=config.controller_line_search_until_bend and uses_centre_point(config, replicas),
         )
         reads_probe = config.auto_lr and config.controller_signal != "train_loss"
-        if raises.enabled and reads_probe and config.sync_interval < MIN_FRACTION_SYNC_INTERVAL:
+        if warn and raises.enabled and reads_probe and config.sync_interval < MIN_FRACTION_SYNC_INTERVAL:
             # Warned, not changed: the threshold is uncalibrated there, not wrong by construction.
             warnings.warn(
                 f"--hdet_controller_line_search_threshold {raises.threshold:g} was measured with converges at least "
@@ -145,7 +145,8 @@ class LineSearchRaise:
                 f"{MIN_FRACTION_SYNC_INTERVAL} or more, or --hdet_controller_line_search_threshold 0.",
                 stacklevel=3,
             )
-        if raises.enabled and reads_probe and 1 < replicas < MIN_POINTS and not uses_centre_point(config, replicas):
+        centreless = 1 < replicas < MIN_POINTS and not uses_centre_point(config, replicas)
+        if warn and raises.enabled and reads_probe and centreless:
             # Warned, not refused: the rest of the controller works; only the climb from far below is slower.
             warnings.warn(
                 f"--hdet_controller_line_search_threshold needs {MIN_POINTS} or more replicas to fit a line, or "

@@ -322,9 +322,14 @@ class OneCycleAutoLR(OneCycleLR):
                 "auto_lr_warmup_steps or model_sync_interval, or explore_until=1.0 to explore to the last step."
             )
         # The engine exists before OneCycleLR.__init__, whose initial step already goes through get_lr().
-        self.engine = HDETEngine(self.hdet_config, model, optimizer, total_steps)
+        self.engine = HDETEngine(
+            self.hdet_config,
+            model,
+            optimizer,
+            total_steps,
+            horizon_if_shared=horizon_unknown and enable_auto_lr,
+        )
         self.engine.probe_fn = probe_fn
-        self.engine.horizon_if_shared = horizon_unknown and enable_auto_lr
         if enable_auto_lr and probe_fn is None and self.engine.world_size > 1:
             warnings.warn(NO_PROBE, stacklevel=2)
         super().__init__(

@@ -268,7 +268,7 @@ def worker(args: argparse.Namespace) -> None:
                 [i + 10, sum(losses[i : i + 10]) / len(losses[i : i + 10])] for i in range(0, len(losses), 10)
             ],
             "lr_rank0_per_step": lrs if info.rank == 0 else None,
-            "config": {k: v for k, v in engine.config.to_dict().items()},
+            "config": engine.config.to_dict(),
         }
         return record
 

@@ -66,3 +66,6 @@ def test_the_first_step_tells_shared_gradients_from_local_ones(tmp_path):
     # Auto-LR without a probe is said once, at construction (with a probe the drop-in did not raise a correct LR).
     counts = {name: n for name, n in cases.items() if name.endswith("_no_probe_warnings")}
     assert len(counts) == 4 and set(counts.values()) == {1}
+    # The 2-replica line search's "needs the horizon" warning comes only where the horizon stays off.
+    assert cases["probe_shared"] == {"at_construction": 0, "after_first_step": 0, "horizon": True}
+    assert cases["probe_local"] == {"at_construction": 0, "after_first_step": 1, "horizon": False}

@@ -138,6 +138,26 @@ def scenario_gradient_sharing(rank: int, world: int) -> dict:
                 "config": fresh.hdet_config.comparison_horizon,
                 "step": fresh.engine.step,
             }
+    # With a probe on 2 replicas the line search needs the horizon: its warning waits for the first step's answer.
+    for name, wrap in (("probe_shared", True), ("probe_local", False)):
+        torch.manual_seed(0)
+        module = nn.Linear(3, 2)
+        model = DistributedDataParallel(module) if wrap else module
+        optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
+        with warnings.catch_warnings(record=True) as built:
+            warnings.simplefilter("always")
+            sched = OneCycleAutoLR(
+                optimizer, max_lr=0.01, total_steps=40, ensemble_lr_spread_ratio=0.25, model_sync_interval=10,
+                enable_auto_lr=True, auto_lr_warmup_steps=10, controller_update="multiplicative",
+                controller_temperature_mode="adaptive", loss_scale=1.0, model=module,
+                probe_fn=lambda module=module: float(module(torch.ones(2, 3)).pow(2).mean()),
+            )  # fmt: skip
+        trained = _train(model, optimizer, sched.step, rank, steps=2)
+        out[name] = {
+            "at_construction": sum("line's centre" in str(w.message) for w in built),
+            "after_first_step": sum("line's centre" in message for message in trained["warnings"]),
+            "horizon": sched.engine.horizon.enabled,
+        }
     return out
 
 
