@@ -168,6 +168,9 @@ class OneCycleAutoLR(OneCycleLR):
     when the two scores disagree (the controller would hold).
     ``fan_out_scale`` (``--hdet_lr_fan_out_scale``, default 0.4): with a ``comparison_horizon``, the step-size
     intervals before ``comparison_horizon_start`` fan out at this fraction of the spread; 1 = the full spread.
+    ``noise_floor`` (``--hdet_controller_noise_floor``) and ``abstain_within_noise``
+    (``--hdet_controller_abstain_within_noise``): the train-loss vote's floor at its noise, and what a gap within it
+    votes.
 
     Example:
         >>> import torch
@@ -219,6 +222,8 @@ class OneCycleAutoLR(OneCycleLR):
         line_search_max_raise: float = HDETConfig.controller_line_search_max_raise,
         fan_out_scale: float = HDETConfig.lr_fan_out_scale,
         line_search_breaks_ties: bool = HDETConfig.controller_line_search_breaks_ties,
+        noise_floor: str = HDETConfig.controller_noise_floor,
+        abstain_within_noise: str = HDETConfig.controller_abstain_within_noise,
     ) -> None:
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
@@ -308,6 +313,8 @@ class OneCycleAutoLR(OneCycleLR):
             controller_line_search_max_raise=line_search_max_raise,
             lr_fan_out_scale=fan_out_scale,
             controller_line_search_breaks_ties=line_search_breaks_ties,
+            controller_noise_floor=noise_floor,
+            controller_abstain_within_noise=abstain_within_noise,
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
             controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )

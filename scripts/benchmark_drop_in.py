@@ -90,6 +90,8 @@ HDET_ROWS: dict[str, tuple[dict[str, Any], bool, str | None]] = {
     # The reference's signature: no model=, no comparison_horizon (the first step finds the shared gradients).
     "no_probe_no_model": (NO_HORIZON, False, None),
     "no_probe_ddp_model": (NO_HORIZON, False, "ddp"),
+    # The train-loss vote floored at its noise with any number of replicas (the default floors it at 2 only).
+    "no_probe_no_model_floor": ({**NO_HORIZON, "noise_floor": "always"}, False, None),
     "paper": (PAPER_KWARGS, False, "module"),
     "paper_no_horizon": ({**PAPER_KWARGS, "comparison_horizon": 0.0}, False, "module"),
 }
