@@ -26,6 +26,7 @@ __all__ = [
 
 GRADIENT_SYNC_MODES = ("local", "shared")
 CONTROLLER_UPDATES = ("multiplicative", "additive")
+CONTROLLER_TIME_SCALES = ("run", "converge")
 TEMPERATURE_MODES = ("adaptive", "fixed")
 CONTROLLER_SIGNALS = (
     "train_loss", "probe", "averaged_probe", "train_and_averaged_probe", "cooldown_probe", "train_and_cooldown_probe"
@@ -230,6 +231,19 @@ class HDETConfig:
             "base LR can never reach zero. 'additive': the paper's base += lambda*v in LR units "
             "(clamped to the allowed range).",
             "choices": list(CONTROLLER_UPDATES),
+        },
+    )
+    controller_time_scale: str = field(
+        default="run",
+        metadata={
+            "help": "What --hdet_controller_lr and --hdet_controller_momentum are per. 'run' (default since session "
+            "32): per the default interval (--hdet_sync_interval 0.03 of the run, at least 10 steps); a shorter T "
+            "makes each converge's move lambda x T / T_default and its momentum beta ^ (T / T_default), so the "
+            "controller's travel over the run does not grow with the number of converges (a longer T keeps lambda "
+            "and beta). 'converge': per converge whatever T (before session 32). In a 2,000-step drop-in run with "
+            "T 10 (the paper's users' setting) 'converge' cut every start's LR to the 0.1x bound (BENCHMARKS.md, "
+            "reading 37).",
+            "choices": list(CONTROLLER_TIME_SCALES),
         },
     )
     controller_raise_gain: float = field(
@@ -573,6 +587,7 @@ class HDETConfig:
                 raise ValueError(f"{_flag(name)} must be a number, but got {value!r}.")
         _check_choice("gradient_sync", self.gradient_sync, GRADIENT_SYNC_MODES)
         _check_choice("controller_update", self.controller_update, CONTROLLER_UPDATES)
+        _check_choice("controller_time_scale", self.controller_time_scale, CONTROLLER_TIME_SCALES)
         _check_choice("controller_signal_combination", self.controller_signal_combination, SIGNAL_COMBINATIONS)
         _check_choice("controller_temperature_mode", self.controller_temperature_mode, TEMPERATURE_MODES)
         _check_choice("controller_noise_floor", self.controller_noise_floor, NOISE_FLOORS)
@@ -815,6 +830,15 @@ class HDETConfig:
             return int(self.sync_interval)
         steps = max(int(round(self.sync_interval * total_steps)), MIN_FRACTION_SYNC_INTERVAL)
         return max(min(steps, total_steps), 1)
+
+    def controller_interval_share(self, total_steps: int) -> float:
+        """T over the default interval (`sync_interval`'s default resolved for ``total_steps``), at most 1: the
+        share of its per-interval lambda that one converge takes with ``controller_time_scale="run"`` (1 with
+        "converge"). 1 wherever T is the default's or longer."""
+        if self.controller_time_scale == "converge":
+            return 1.0
+        default = replace(self, sync_interval=type(self).sync_interval).resolve_sync_interval(total_steps)
+        return min(1.0, self.resolve_sync_interval(total_steps) / default)
 
     def for_run(self, total_steps: int) -> HDETConfig:
         """This configuration with every run-length-dependent setting that the engine reads as a count

@@ -70,14 +70,18 @@ class ControllerSettings:
     abstain_within_noise: str = "off"
 
     @classmethod
-    def from_config(cls, config: Any, replicas: int | None = None) -> ControllerSettings:
+    def from_config(
+        cls, config: Any, replicas: int | None = None, interval_share: float = 1.0
+    ) -> ControllerSettings:
         """The ``controller_*`` fields of an `HDETConfig` for a run of ``replicas`` replicas (None: not known,
-        cuts at full step)."""
+        cuts at full step). ``interval_share`` (`HDETConfig.controller_interval_share`): one converge's share of
+        the interval that lambda and beta are given per; lambda scales with it and beta's memory stays as long in
+        steps (``beta ** share``), so a shorter T moves the LR as far over the run, not further."""
         return cls(
             temperature=config.controller_temperature,
             temperature_mode=config.controller_temperature_mode,
-            lr=config.controller_lr,
-            momentum=config.controller_momentum,
+            lr=config.controller_lr * interval_share,
+            momentum=config.controller_momentum**interval_share,
             update=config.controller_update,
             max_factor=config.controller_max_factor,
             raise_gain=config.controller_raise_gain,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -58,6 +59,8 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # saved from session 27 on; without them the resumed window has no estimate and votes as before).
 # Session-30 controller_two_replica_cut_gain likewise: it acts only with two replicas; a two-replica checkpoint from
 # before it cuts at the new gain from the resume on.
+# Session-32 controller_time_scale: earlier checkpoints moved lambda per converge; it changes nothing where T is the
+# default interval or longer, so there it is ignored (see check_resumed_settings) and elsewhere the resume is refused.
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,
@@ -69,6 +72,7 @@ LEGACY_VALUES = {
     "controller_line_search_max_raise": 2.0,
     "lr_fan_out_scale": 1.0,
     "controller_line_search_breaks_ties": False,
+    "controller_time_scale": "converge",
 }
 # Settings measured, not adopted and removed, with the value today's engine behaves as. A checkpoint saved with
 # another value ran a protocol this version cannot continue: refused, never silently continued without it.
@@ -233,6 +237,8 @@ def check_resumed_settings(
                 values.pop("lr_fan_out_scale", None)
             if values.get("comparison_horizon") == 0 or values.get("comparison_horizon_start", 0) == 0:
                 values.pop("early_comparison", None)  # ignored without an early phase
+            if replace(config, controller_time_scale="run").controller_interval_share(total_steps) == 1:
+                values.pop("controller_time_scale", None)  # the same moves either way: T is the default's or longer
             if values.get("controller_line_search_threshold") == 0:
                 values.pop("controller_line_search_breaks_ties", None)  # ignored without the line search
                 values.pop("controller_line_search_max_raise", None)

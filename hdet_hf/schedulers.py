@@ -170,7 +170,9 @@ class OneCycleAutoLR(OneCycleLR):
     intervals before ``comparison_horizon_start`` fan out at this fraction of the spread; 1 = the full spread.
     ``noise_floor`` (``--hdet_controller_noise_floor``) and ``abstain_within_noise``
     (``--hdet_controller_abstain_within_noise``): the train-loss vote's floor at its noise, and what a gap within it
-    votes.
+    votes. ``controller_time_scale`` (``--hdet_controller_time_scale``, default "run"): ``lr_of_lr`` and
+    ``momentum_of_lr`` are per 3 % of the run, so a ``model_sync_interval`` shorter than that moves the LR less per
+    converge (lambda x T / T_default, momentum beta ^ (T / T_default)); "converge": per converge, as the reference.
 
     Example:
         >>> import torch
@@ -224,6 +226,7 @@ class OneCycleAutoLR(OneCycleLR):
         line_search_breaks_ties: bool = HDETConfig.controller_line_search_breaks_ties,
         noise_floor: str = HDETConfig.controller_noise_floor,
         abstain_within_noise: str = HDETConfig.controller_abstain_within_noise,
+        controller_time_scale: str = HDETConfig.controller_time_scale,
     ) -> None:
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
@@ -315,6 +318,7 @@ class OneCycleAutoLR(OneCycleLR):
             controller_line_search_breaks_ties=line_search_breaks_ties,
             controller_noise_floor=noise_floor,
             controller_abstain_within_noise=abstain_within_noise,
+            controller_time_scale=controller_time_scale,
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
             controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )

@@ -97,6 +97,7 @@ class HDETTrainingArguments(TrainingArguments):
     hdet_controller_abstain_within_noise: str = hdet_field("controller_abstain_within_noise")
     hdet_controller_lr: float = hdet_field("controller_lr")
     hdet_controller_momentum: float = hdet_field("controller_momentum")
+    hdet_controller_time_scale: str = hdet_field("controller_time_scale")
     hdet_controller_update: str = hdet_field("controller_update")
     hdet_controller_raise_gain: float = hdet_field("controller_raise_gain")
     hdet_controller_two_replica_cut_gain: float = hdet_field("controller_two_replica_cut_gain")
