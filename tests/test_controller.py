@@ -245,3 +245,34 @@ def test_agree_moves_only_when_both_signals_ask_for_the_same_direction():
         ControllerState(), m, rows, replace(settings, combination="mean"), base_value=1.0
     )
     assert mean_info["delta"] == pytest.approx(sum(info["row_deltas"]) / 2) and mean.scale > moved.scale
+
+
+def test_a_shorter_interval_moves_the_lr_as_far_over_the_run_not_further():
+    """--hdet_controller_time_scale run (default): lambda and beta are per the default interval, so T 10 in a
+    2,000-step run (six converges per default interval of 60 steps) takes six moves of a sixth and a momentum whose
+    memory is as long in steps: the same steady vote moves the LR as far over 600 steps as T 60 does. Per converge
+    (the library before session 32) it moved six times as far (reading 37)."""
+    from hdet_hf.config import HDETConfig
+
+    losses = torch.tensor([1.0, 1.1, 1.2, 1.3], dtype=torch.float64)  # a steady "lower" vote
+
+    def travel(sync_interval: int, time_scale: str) -> float:
+        # lambda 0.1: far from the 10x bound (a full-size vote moves log(scale) by about lambda x 0.3 a converge).
+        config = HDETConfig(sync_interval=sync_interval, controller_time_scale=time_scale, controller_lr=0.1)
+        share = config.controller_interval_share(2000)
+        settings = ControllerSettings.from_config(config, 4, share)
+        state = ControllerState()
+        for _ in range(600 // sync_interval):
+            state = controller_step(state, M, losses, settings, 1e-3)[0]
+        return math.log(state.scale)
+
+    assert HDETConfig(sync_interval=10).controller_interval_share(2000) == pytest.approx(1 / 6)
+    assert HDETConfig().controller_interval_share(2000) == 1.0  # the default T: nothing changes
+    assert HDETConfig(sync_interval=10).controller_interval_share(300) == 1.0  # T 10 is the default there
+    assert HDETConfig(sync_interval=200).controller_interval_share(2000) == 1.0  # longer: lambda as given
+    per_run = travel(60, "run")
+    assert per_run < 0
+    assert travel(10, "run") == pytest.approx(per_run, rel=0.1)
+    assert travel(10, "converge") == pytest.approx(6 * per_run, rel=0.1)  # per converge: six times as far
+    settings = ControllerSettings.from_config(HDETConfig(sync_interval=10), 4, 1 / 6)
+    assert settings.lr == pytest.approx(1.5 / 6) and settings.momentum == pytest.approx(0.5 ** (1 / 6))

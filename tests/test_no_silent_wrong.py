@@ -189,7 +189,7 @@ def _engine(**config) -> HDETEngine:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return HDETEngine(
-            HDETConfig(sync_interval=2, **config), model, torch.optim.SGD(model.parameters(), lr=0.1), 4
+            HDETConfig(**{"sync_interval": 2, **config}), model, torch.optim.SGD(model.parameters(), lr=0.1), 4
         )
 
 
@@ -449,3 +449,24 @@ def test_a_checkpoint_saved_with_a_removed_setting_is_refused_by_name():
     state.update(paired_votes_abstained={"one_interval": True, "horizon": False})
     state["config"]["early_comparison_abstained"] = "bounds"
     _engine(auto_lr=True).load_state_dict(state)
+
+
+def test_the_controller_time_scale_cannot_change_on_resume_where_it_changes_the_moves():
+    """--hdet_controller_time_scale sizes every move taken so far when T is shorter than the default interval (here
+    T 2 of a 4-step run, whose default is 4): another value is refused by name, and a checkpoint from before the
+    setting moved lambda per converge, so it resumes only with 'converge'. Where T is the default's or longer both
+    values move alike and the setting is ignored."""
+    state = _engine(auto_lr=True, controller_time_scale="converge").state_dict()
+    with pytest.raises(
+        ValueError,
+        match=r"saved with --hdet_controller_time_scale converge, but this run has --hdet_controller_time_scale run",
+    ):
+        _engine(auto_lr=True).load_state_dict(state)
+    del state["config"]["controller_time_scale"]  # written before the setting existed
+    with pytest.raises(ValueError, match=r"saved with --hdet_controller_time_scale converge"):
+        _engine(auto_lr=True).load_state_dict(state)
+    _engine(auto_lr=True, controller_time_scale="converge").load_state_dict(state)
+    at_default = {"auto_lr": True, "sync_interval": 4, "explore_until": 1.0}
+    old = _engine(**at_default).state_dict()
+    del old["config"]["controller_time_scale"]
+    _engine(**at_default).load_state_dict(old)
