@@ -160,7 +160,8 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         centre point, and the early fan-out's width (``warn``: the line search's warnings)."""
         config = self.config
         self.horizon = HorizonOffsets(
-            horizon_decay(config.sync_interval, config.resolve_comparison_horizon(self.total_steps))
+            horizon_decay(config.sync_interval, config.resolve_comparison_horizon(self.total_steps)),
+            config.controller_interval_share(self.total_steps),
         )
         # --hdet_controller_line_search_threshold: far below the right LR, the probe's line search sizes a raise.
         self.line_search = LineSearchRaise.for_run(config, self.world_size, warn=warn)

@@ -60,15 +60,20 @@ def compares_by_offsets(interval_start: int, sync_interval: int, horizon_start: 
 class HorizonOffsets:
     """The anchor (last regular average) and the discounted direction ``Z``, one tensor per parameter."""
 
-    def __init__(self, decay: float) -> None:
+    def __init__(self, decay: float, interval_share: float = 1.0) -> None:
         if not 0.0 <= decay < 1.0:
             raise ValueError(f"Expected a discount in [0, 1), but got {decay!r}")
+        if not 0.0 < interval_share <= 1.0:
+            raise ValueError(f"Expected an interval share in (0, 1], but got {interval_share!r}")
         self.decay = decay
         self.enabled = decay > 0.0
         # Replica r sits at the average + offset_scale x (m_r - 1) x Z. ``1 - decay`` scales the drift part of
         # Z (about the last ~H/T intervals' updates) back to one interval's: the replicas are as far apart as
-        # the step-size fan-out puts them, but along the run's direction over H steps.
-        self.offset_scale = 1.0 - decay
+        # the step-size fan-out puts them, but along the run's direction over H steps. With T shorter than the
+        # default interval (``interval_share`` = T / T_default < 1, `HDETConfig.controller_interval_share`) they
+        # are set as far apart as at the default interval: one T's update is too small a gap to show above the
+        # noise of a T-step window (BENCHMARKS.md, reading 37).
+        self.offset_scale = min(1.0, (1.0 - decay) / interval_share)
         self.anchors: list[torch.Tensor] | None = None
         self.directions: list[torch.Tensor] | None = None
         # Whether the replicas sit at their offsets (set on every rank alike, also where m_r - 1 is 0, because
