@@ -56,6 +56,16 @@ from .shared_gradients import HORIZON_NEEDS_SHARED_GRADIENTS, gradients_shared
 __all__ = ["HDETEngine", "ConvergeReport", "SyncReport", "HDETDivergenceError", "STATE_VERSION"]
 
 
+SHORT_INTERVAL = (
+    "HDET: --hdet_sync_interval (OneCycleAutoLR: model_sync_interval) {t} is shorter than this {n}-step run's default "
+    "interval ({d} steps, 3 %% of the run). The auto-LR controller compares the replicas over {t}-step windows, where "
+    "the LR's effect is small against the loss's noise; its moves are scaled down to match "
+    "(--hdet_controller_time_scale run), but in a 2,000-step run with T 10 (the drop-in, 2 processes, 2 seeds) a start "
+    "30x below the sweep's best LR still ended 1.09-1.12x the sweep's best loss, against 1.03-1.05x at T 60, the "
+    "default (BENCHMARKS.md, reading 37). Leave the interval at its default (0.03) unless you need the converges."
+).replace("%%", "%")
+
+
 class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerStep):
     """HDET state and protocol for one process (views of its registry and run record, and its checkpoint
     methods, and the controller's move at a converge are mixed in: `ExploredValues`, `RunRecordViews`,
@@ -117,9 +127,11 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         self.cooldown_loss_fn: Callable[[int], torch.Tensor] | None = None
         self.cooldown_max_grad_norm: float | None = None  # the training loop's clipping, applied in cool-downs
         # 2 replicas: cuts at half a step; a T shorter than the default's: smaller, smoother moves per converge.
-        self.settings = ControllerSettings.from_config(
-            config, self.world_size, config.controller_interval_share(total_steps)
-        )
+        interval_share = config.controller_interval_share(total_steps)
+        self.settings = ControllerSettings.from_config(config, self.world_size, interval_share)
+        if config.auto_lr and interval_share < 1 and self.world_size > 1:
+            default_steps = round(config.sync_interval / interval_share)
+            warnings.warn(SHORT_INTERVAL.format(t=config.sync_interval, n=total_steps, d=default_steps), stacklevel=2)
         self.bucket_cap_bytes = int(config.bucket_size_mb * 2**20)
         self.replica = ReplicaTensors(model, optimizer, config.average_optimizer_state)
         self.registry = HyperparameterRegistry(

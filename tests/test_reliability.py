@@ -236,6 +236,8 @@ COMMON = [
     "0.5",
     "--hdet_controller_momentum",
     "0.9",
+    "--hdet_controller_time_scale",  # momentum 0.9 per converge (T 2 is shorter than the default interval, 10)
+    "converge",
     "--hdet_controller_signal_combination",
     "mean",
     "--hdet_explore_until",

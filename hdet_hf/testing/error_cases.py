@@ -509,6 +509,11 @@ CASES: list[ErrorCase] = [
         controller_update="sgd",
     ),
     _config(
+        'controller_time_scale="step"',
+        r"--hdet_controller_time_scale must be one of run, converge, but got 'step'",
+        controller_time_scale="step",
+    ),
+    _config(
         'controller_noise_floor="sometimes"',
         r"--hdet_controller_noise_floor must be one of two_replicas, always, off, but got 'sometimes'",
         controller_noise_floor="sometimes",

@@ -66,6 +66,7 @@ def scenario_controller(rank: int, world: int) -> dict:
             opt = torch.optim.SGD(model.parameters(), lr=1e-3)
             temperature, mode = (1.0, "adaptive") if update == "multiplicative" else (0.01, "fixed")
             config = HDETConfig(
+                controller_time_scale="converge",  # T 2 of a short run: the formulas below are per converge
                 sync_interval=2,
                 lr_spread=0.5,
                 auto_lr=True,
@@ -260,7 +261,8 @@ def _horizon_run(rank: int, **config) -> tuple:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     settings = HDETConfig(
         sync_interval=2, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, explore_until=1.0,
-        controller_signal="train_loss", comparison_horizon=4, **{"lr_fan_out_scale": 1.0, **config},
+        controller_signal="train_loss", comparison_horizon=4, controller_time_scale="converge",
+        **{"lr_fan_out_scale": 1.0, **config},
     )  # fmt: skip
     engine = HDETEngine(settings, model, opt, total_steps=8)
     engine.apply_lr([0.1])
@@ -345,6 +347,7 @@ def scenario_peak_floor(rank: int, world: int) -> dict:
         def engine_for() -> HDETEngine:
             model = nn.Linear(3, 1).to(device())
             config = HDETConfig(
+                controller_time_scale="converge",  # T 2 of a short run: the formulas below are per converge
                 sync_interval=2,
                 lr_spread=0.5,
                 auto_lr=True,
@@ -407,6 +410,7 @@ def scenario_line_search(rank: int, world: int) -> dict:
             with torch.no_grad():
                 model.weight.zero_()
             config = HDETConfig(
+                controller_time_scale="converge",  # T 2 of a short run: the formulas below are per converge
                 sync_interval=2,
                 lr_spread=0.5,
                 auto_lr=True,
@@ -523,6 +527,7 @@ def scenario_centre_point(rank: int, world: int) -> dict:
             with torch.no_grad():
                 model.weight.zero_()
             config = HDETConfig(
+                controller_time_scale="converge",  # T 2 of a short run: moves and offsets per converge
                 sync_interval=2, lr_spread=0.5, lr_fan_out_scale=0.4, auto_lr=True, auto_lr_warmup_steps=0,
                 controller_signal=signal, controller_lr=0.5, explore_until=1.0, controller_floor_after_peak=False,
                 comparison_horizon=2, comparison_horizon_start=16, early_comparison="lower_of_both",
