@@ -837,8 +837,11 @@ class HDETConfig:
         "converge"). 1 wherever T is the default's or longer."""
         if self.controller_time_scale == "converge":
             return 1.0
-        default = replace(self, sync_interval=type(self).sync_interval).resolve_sync_interval(total_steps)
-        return min(1.0, self.resolve_sync_interval(total_steps) / default)
+        return min(1.0, self.resolve_sync_interval(total_steps) / self.default_sync_interval(total_steps))
+
+    def default_sync_interval(self, total_steps: int) -> int:
+        """The T that ``sync_interval``'s default (0.03 of the run, at least 10 steps) gives for ``total_steps``."""
+        return replace(self, sync_interval=type(self).sync_interval).resolve_sync_interval(total_steps)
 
     def for_run(self, total_steps: int) -> HDETConfig:
         """This configuration with every run-length-dependent setting that the engine reads as a count

@@ -130,8 +130,8 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         interval_share = config.controller_interval_share(total_steps)
         self.settings = ControllerSettings.from_config(config, self.world_size, interval_share)
         if config.auto_lr and interval_share < 1 and self.world_size > 1:
-            default_steps = round(config.sync_interval / interval_share)
-            warnings.warn(SHORT_INTERVAL.format(t=config.sync_interval, n=total_steps, d=default_steps), stacklevel=2)
+            default = config.default_sync_interval(total_steps)
+            warnings.warn(SHORT_INTERVAL.format(t=config.sync_interval, n=total_steps, d=default), stacklevel=2)
         self.bucket_cap_bytes = int(config.bucket_size_mb * 2**20)
         self.replica = ReplicaTensors(model, optimizer, config.average_optimizer_state)
         self.registry = HyperparameterRegistry(

@@ -249,3 +249,19 @@ def test_early_comparison_is_checked():
         ValueError, match="--hdet_early_comparison must be one of lower_of_both, one_interval"
     ):
         HDETConfig(early_comparison="both")
+
+
+def test_with_a_short_interval_the_offsets_are_as_wide_as_at_the_default_interval():
+    """--hdet_controller_time_scale run: with T 10 in a 2,000-step run (the default interval is 60 steps) the
+    replicas start as far apart along Z as T 60 would set them, not one short interval's worth; capped at Z itself.
+    At the default interval (share 1) the offsets are unchanged (reading 37)."""
+    short = HDETConfig(sync_interval=10)
+    share = short.controller_interval_share(2000)
+    assert short.default_sync_interval(2000) == 60 and share == pytest.approx(1 / 6)
+    widened = HorizonOffsets(horizon_decay(10, 200), share).offset_scale
+    assert widened == pytest.approx(6 * (1 - math.exp(-10 / 200)))
+    assert widened == pytest.approx(1 - math.exp(-60 / 200), rel=0.15)  # about the default interval's
+    assert HorizonOffsets(horizon_decay(60, 200)).offset_scale == pytest.approx(1 - math.exp(-60 / 200))
+    assert HorizonOffsets(horizon_decay(1, 2), 0.01).offset_scale == 1.0
+    with pytest.raises(ValueError, match="interval share"):
+        HorizonOffsets(0.5, 0.0)
