@@ -26,7 +26,7 @@ __all__ = [
 
 GRADIENT_SYNC_MODES = ("local", "shared")
 CONTROLLER_UPDATES = ("multiplicative", "additive")
-CONTROLLER_TIME_SCALES = ("run", "converge")
+CONTROLLER_TIME_SCALES = ("run", "converge", "vote")
 TEMPERATURE_MODES = ("adaptive", "fixed")
 CONTROLLER_SIGNALS = (
     "train_loss", "probe", "averaged_probe", "train_and_averaged_probe", "cooldown_probe", "train_and_cooldown_probe"
@@ -832,12 +832,27 @@ class HDETConfig:
         return max(min(steps, total_steps), 1)
 
     def controller_interval_share(self, total_steps: int) -> float:
-        """T over the default interval (`sync_interval`'s default resolved for ``total_steps``), at most 1: the
-        share of its per-interval lambda that one converge takes with ``controller_time_scale="run"`` (1 with
-        "converge"). 1 wherever T is the default's or longer."""
+        """The controller's interval (T, or with ``controller_time_scale="vote"`` the steps between votes) over the
+        default interval (`sync_interval`'s default resolved for ``total_steps``), at most 1: the share of its
+        per-interval lambda that one vote takes (1 with "converge"). 1 wherever T is the default's or longer."""
+        if self.controller_time_scale == "converge":
+            return 1.0
+        votes_every = self.resolve_sync_interval(total_steps) * self.converges_per_vote(total_steps)
+        return min(1.0, votes_every / self.default_sync_interval(total_steps))
+
+    def converge_share(self, total_steps: int) -> float:
+        """T over the default interval, at most 1 (1 with ``controller_time_scale="converge"``): how much closer
+        than at the default interval one T's update puts the replicas (`horizon.HorizonOffsets` widens by it)."""
         if self.controller_time_scale == "converge":
             return 1.0
         return min(1.0, self.resolve_sync_interval(total_steps) / self.default_sync_interval(total_steps))
+
+    def converges_per_vote(self, total_steps: int) -> int:
+        """How many converges one controller vote spans: with ``controller_time_scale="vote"`` and T shorter than
+        the default interval, the default interval's length in T's (rounded, at least 1); else 1."""
+        if self.controller_time_scale != "vote":
+            return 1
+        return max(1, round(self.default_sync_interval(total_steps) / self.resolve_sync_interval(total_steps)))
 
     def default_sync_interval(self, total_steps: int) -> int:
         """The T that ``sync_interval``'s default (0.03 of the run, at least 10 steps) gives for ``total_steps``."""
@@ -903,12 +918,15 @@ class HDETConfig:
             )
         # The controller acts at regular converges (multiples of T) from the warm-up's end to exploration's.
         until, warmup = self.resolve_explore_until(total_steps), self.resolve_warmup_steps(total_steps)
-        last_exploring_converge = until // interval * interval
-        if self.auto_lr and until < total_steps and last_exploring_converge < max(warmup, 1):
+        # With controller_time_scale="vote" it votes at every k-th converge only.
+        votes_every = interval * self.converges_per_vote(total_steps)
+        last_exploring_vote = until // votes_every * votes_every
+        if self.auto_lr and until < total_steps and last_exploring_vote < max(warmup, 1):
+            votes, what = (f", voting every {votes_every} steps", "vote") if votes_every > interval else ("", "converge")
             raise ValueError(
                 f"With {_flag('auto_lr_warmup_steps')} {self.auto_lr_warmup_steps} (step {warmup}), "
                 f"{_flag('explore_until')} {self.explore_until} (step {until} of {total_steps}) and "
-                f"{_flag('sync_interval')} {self.sync_interval} (T {interval}), no converge falls between the end of the "
+                f"{_flag('sync_interval')} {self.sync_interval} (T {interval}{votes}), no {what} falls between the end of the "
                 "controller's warm-up and the end of exploration: the controller would never run. Use a shorter "
                 f"warm-up, a later {_flag('explore_until')} (1 explores to the last step), a shorter "
                 f"{_flag('sync_interval')}, or drop {_flag('auto_lr')}."

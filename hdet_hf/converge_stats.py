@@ -37,16 +37,18 @@ class GatheredStats:
     multipliers: dict[str, list[float]]  # per hyperparameter, every rank's multiplier in the interval
     centres: torch.Tensor  # float64: the probe loss at the line's centre as each rank rebuilt it (NaN: none)
     loss_variances: torch.Tensor  # float64: the variance of each rank's window loss (NaN: no estimate)
+    # float64: the mean loss since the last converge (the window's, unless votes span converges; NaN: none)
+    recent_losses: torch.Tensor
 
     def excluded_ranks(self) -> list[int]:
         return [rank for rank, ok in enumerate(self.healthy.tolist()) if not ok]
 
 
 class StatsLayout:
-    """Columns of the gathered table: six fixed ones, then one multiplier column per hyperparameter."""
+    """Columns of the gathered table: seven fixed ones, then one multiplier column per hyperparameter."""
 
-    LOSS, SIGNAL, HEALTHY, SCORED, CENTRE, LOSS_VARIANCE = range(6)
-    FIXED = 6
+    LOSS, SIGNAL, HEALTHY, SCORED, CENTRE, LOSS_VARIANCE, RECENT_LOSS = range(7)
+    FIXED = 7
 
     def __init__(self, names: Sequence[str]) -> None:
         self.names = list(names)
@@ -65,8 +67,10 @@ class StatsLayout:
         multipliers: Mapping[str, float],
         centre: float = math.nan,
         loss_variance: float = math.nan,
+        recent_loss: float | None = None,
     ) -> torch.Tensor:
-        """This rank's row (float64)."""
+        """This rank's row (float64); ``recent_loss`` defaults to ``loss`` (a window that began at the last
+        converge)."""
         values = [0.0] * self.width
         values[self.LOSS] = loss
         values[self.SIGNAL] = signal
@@ -74,6 +78,7 @@ class StatsLayout:
         values[self.SCORED] = float(scored)
         values[self.CENTRE] = centre
         values[self.LOSS_VARIANCE] = loss_variance
+        values[self.RECENT_LOSS] = loss if recent_loss is None else recent_loss
         for i, name in enumerate(self.names):
             values[self.FIXED + i] = multipliers[name]
         return torch.tensor(values, dtype=torch.float64)
@@ -89,4 +94,5 @@ class StatsLayout:
             multipliers={name: table[:, self.FIXED + i].tolist() for i, name in enumerate(self.names)},
             centres=table[:, self.CENTRE],
             loss_variances=table[:, self.LOSS_VARIANCE],
+            recent_losses=table[:, self.RECENT_LOSS],
         )

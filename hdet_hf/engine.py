@@ -129,6 +129,9 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         # 2 replicas: cuts at half a step; a T shorter than the default's: smaller, smoother moves per converge.
         interval_share = config.controller_interval_share(total_steps)
         self.settings = ControllerSettings.from_config(config, self.world_size, interval_share)
+        # With controller_time_scale="vote" and a T shorter than the default interval, the controller votes at
+        # every k-th regular converge only; the ones between average and keep the window (`converge`).
+        self.vote_interval = config.sync_interval * config.converges_per_vote(total_steps)
         if config.auto_lr and interval_share < 1 and self.world_size > 1:
             default = config.default_sync_interval(total_steps)
             warnings.warn(SHORT_INTERVAL.format(t=config.sync_interval, n=total_steps, d=default), stacklevel=2)
@@ -158,7 +161,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         self.window = ScoreWindow(track_noise=self.uses_noise_floor)  # no per-step noise sums otherwise
         self.outer = OuterStep(config.outer_lr, config.outer_momentum)
         self.step = 0
-        self.steps_in_interval = 0  # since the last regular converge; identical on every rank
+        self.steps_in_interval = 0  # since the last vote (regular converge with k = 1); identical on every rank
         # Since the last converge of any kind: 0 means the replicas are identical (see `force_converge`).
         self.steps_since_converge = 0
         self.last_report: ConvergeReport | None = None
@@ -173,7 +176,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         config = self.config
         self.horizon = HorizonOffsets(
             horizon_decay(config.sync_interval, config.resolve_comparison_horizon(self.total_steps)),
-            config.controller_interval_share(self.total_steps),
+            config.converge_share(self.total_steps),
         )
         # --hdet_controller_line_search_threshold: far below the right LR, the probe's line search sizes a raise.
         self.line_search = LineSearchRaise.for_run(config, self.world_size, warn=warn)
@@ -204,7 +207,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
 
     def _compares_over_horizon_from(self, interval_start: int) -> bool:
         return self.horizon.enabled and compares_by_offsets(
-            interval_start, self.config.sync_interval, self.horizon_start_step, self.config.early_comparison
+            interval_start, self.vote_interval, self.horizon_start_step, self.config.early_comparison
         )
 
     def lr_values(self, schedule_lrs: list[float]) -> list[float]:
@@ -284,25 +287,29 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
     # ------------------------------------------------------------------------------------------- converge
     @torch.no_grad()
     def converge(self, regular: bool = True) -> ConvergeReport:
-        """Average replicas now. ``regular`` converges also run the controller and draw new permutations;
-        forced ones (before evaluation/saving, at the end) only average, so every saved or evaluated
-        model is the ensemble mean without changing the exploration schedule."""
+        """Average replicas now. ``regular`` converges also run the controller and draw new permutations (at
+        votes: every regular converge, or every k-th with ``controller_time_scale="vote"``); forced ones (before
+        evaluation/saving, at the end) only average, so every saved or evaluated model is the ensemble mean
+        without changing the exploration schedule."""
         layout = StatsLayout(self.registry.names)
-        mine, probed = self._score(layout, regular)
-        gathered = self._exchange(layout, mine, self._average_weight(layout, mine, regular))
+        vote = regular and self.step % self.vote_interval == 0
+        mine, probed = self._score(layout, vote)
+        gathered = self._exchange(layout, mine, self._average_weight(layout, mine, vote))
         self.horizon.offsets_in_place = False  # every replica holds the average now
         if not regular:
             self.centre_intact = False  # the interval no longer runs from one start (`centre_point`)
-        report = self._decide(gathered, healthy=bool(mine[layout.HEALTHY] > 0.5), regular=regular, probed=probed)
+        report = self._decide(
+            gathered, healthy=bool(mine[layout.HEALTHY] > 0.5), regular=regular, vote=vote, probed=probed
+        )
         self._record(report)
         return report
 
-    def _score(self, layout: StatsLayout, regular: bool) -> tuple[torch.Tensor, bool]:
+    def _score(self, layout: StatsLayout, vote: bool) -> tuple[torch.Tensor, bool]:
         """This replica's row (no communication): its window loss, the controller's signal, whether it is
         healthy (enters the average) and scored (counts for the controller). Also returns whether it probed."""
         signal = self.config.controller_signal
-        mean_loss, loss_variance = self._window_stats()
-        probed = regular and signal != "train_loss" and self.controller_active()
+        mean_loss, recent_loss, loss_variance = self._window_stats()
+        probed = vote and signal != "train_loss" and self.controller_active()
         if probed and (self.probe_fn is None or (signal in COOLDOWN_SIGNALS and self.cooldown_loss_fn is None)):
             raise RuntimeError(
                 f"controller_signal={signal!r} needs engine.probe_fn (and cooldown_loss_fn for the cool-down "
@@ -317,7 +324,9 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
                 centre_loss = self._centre_probe_loss(at_average=signal in AVERAGED_SIGNALS)
         self.window.average_count = 0
         self.steps_since_converge = 0
-        healthy = self._is_healthy(mean_loss, probe_loss)
+        # The guard judges the steps since the last converge: a window spanning several (votes every k-th) would
+        # dilute a blow-up in its last part.
+        healthy = self._is_healthy(recent_loss, probe_loss)
         loss = math.nan if mean_loss is None else mean_loss
         value = loss if probe_loss is None else probe_loss
         # The controller also drops a replica reset earlier in this interval, and one with nothing to compare.
@@ -331,13 +340,15 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         row = layout.row(
             loss=loss, signal=value, healthy=healthy, scored=scored, multipliers=multipliers,
             centre=math.nan if centre_loss is None else centre_loss, loss_variance=loss_variance,
+            recent_loss=math.nan if recent_loss is None else recent_loss,
         )  # fmt: skip
         return row, probed
 
-    def _window_stats(self) -> tuple[float | None, float]:
-        """This replica's item-weighted window loss (None: nothing to score) and that mean's variance (NaN: no
-        estimate; `noise_floor`)."""
-        return self.window.mean_loss(), self.window.mean_variance()
+    def _window_stats(self) -> tuple[float | None, float | None, float]:
+        """This replica's item-weighted window loss (None: nothing to score), the same since the last converge
+        (the window's whole with a vote at every converge), and the window mean's variance (NaN: no estimate;
+        `noise_floor`)."""
+        return self.window.mean_loss(), self.window.recent_mean_loss(), self.window.mean_variance()
 
     def _probe_loss(self, at_average: bool) -> float:
         """The probe's loss for this replica, at its current or (``at_average``) its interval-mean weights."""
@@ -385,12 +396,12 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         """Whether this replica enters the average (`ReplicaHealth.healthy`; HSDP judges a group as one)."""
         return self.health.healthy(window_loss, probe_loss, self.replica.all_finite)
 
-    def _average_weight(self, layout: StatsLayout, mine: torch.Tensor, regular: bool) -> float:
-        """This replica's weight in the average: 1, or with ``converge_weights="fitness"`` at a regular converge
-        while a controller explores, ``exp(-z)`` of its scores (`fitness`)."""
+    def _average_weight(self, layout: StatsLayout, mine: torch.Tensor, vote: bool) -> float:
+        """This replica's weight in the average: 1, or with ``converge_weights="fitness"`` at a vote while a
+        controller explores, ``exp(-z)`` of its scores (`fitness`)."""
         if not (
             self.config.converge_weights == "fitness"
-            and regular
+            and vote
             and self.controller_active()
             and bool(mine[layout.SCORED] > 0.5)
         ):
@@ -413,18 +424,21 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
             raise self.health.all_diverged(self.step) from error
         return layout.read(table)
 
-    def _decide(self, gathered: GatheredStats, *, healthy: bool, regular: bool, probed: bool) -> ConvergeReport:
+    def _decide(
+        self, gathered: GatheredStats, *, healthy: bool, regular: bool, vote: bool, probed: bool
+    ) -> ConvergeReport:
         """Act on what was gathered: reset a diverged replica, move the divergence reference, and (regular
-        converges) take the outer step, run the controller and draw the next interval's permutations."""
+        converges) take the outer step and (votes) run the controller and draw the next interval's permutations."""
         losses, excluded = gathered.losses.tolist(), gathered.excluded_ranks()
+        recent = gathered.recent_losses.tolist()
         if excluded:
-            self.recorder.record_divergence(self.step, excluded, losses, gathered.multipliers, self.rank)
+            self.recorder.record_divergence(self.step, excluded, recent, gathered.multipliers, self.rank)
         if not healthy:
             # This replica now holds the average: its diverged loss must not be counted again, nor its moments.
             self.replica.reset_optimizer_moments()
             self.window.reset_loss()
             self.window.diverged = True
-        self.health.observe(losses, gathered.scored.tolist())
+        self.health.observe(recent, gathered.scored.tolist())
         # The values of the interval just ended: taken before the controller moves them.
         bases = {**self.lrs.bases_at(self.step), **self.registry.base_values()}
         report = ConvergeReport(
@@ -436,10 +450,14 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
             return report
         if self.outer.enabled:
             self.outer.step_(self.replica.param_data())
-        if self.controller_active() and bool(gathered.scored.any()):
+        if vote and self.controller_active() and bool(gathered.scored.any()):
             self._move_controllers(gathered, report, bases)
-        self.registry.redraw()
+        if vote:
+            self.registry.redraw()
         self.apply_values()
+        # The next steps' interval: a new one after a vote; between votes the same one goes on (its multipliers
+        # and offsets are held, its window keeps summing).
+        next_start = self.step if vote else self.step - self.steps_in_interval
         if self.horizon.enabled:
             if self.step < self.explore_until_step:
                 # Each replica starts the next interval at the average + (1 - decay)(m_r - 1) x the run's
@@ -448,7 +466,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
                 if (
                     self.controller_active()
                     and self.step < self.total_steps
-                    and self._compares_over_horizon_from(self.step)
+                    and self._compares_over_horizon_from(next_start)
                 ):
                     amount = self.horizon.offset_scale * (self.multiplier(step=self.step + 1) - 1.0)
                     self.horizon.offset_(self.replica.param_data(), amount)
@@ -457,9 +475,12 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         # The next interval's centre is known if it starts at the anchor (step size) or at offsets along Z.
         self.centre_intact = self.uses_centre and (
             self.horizon.offsets_in_place
-            if self._compares_over_horizon_from(self.step)
+            if self._compares_over_horizon_from(next_start)
             else self.horizon.anchors is not None
         )
+        if not vote:
+            self.window.mark()
+            return report
         self.window.reset_loss()
         self.window.diverged = False
         self.steps_in_interval = 0

@@ -365,6 +365,11 @@ def validate_state(state: dict[str, Any], source: str) -> None:
         isinstance(noise, (list, tuple)) and len(noise) == 4 and all(is_number(v) for v in noise)
     ):
         fail("loss_noise", "a list of 4 numbers (the window loss's noise sums)", noise)
+    mark = state.get("loss_mark")
+    if mark is not None and not (
+        isinstance(mark, (list, tuple)) and len(mark) == 2 and all(is_number(v) and math.isfinite(v) for v in mark)
+    ):
+        fail("loss_mark", "a list of 2 finite numbers (the window's sums at its last converge)", mark)
     generator = state["generator_state"]
     if not (isinstance(generator, torch.Tensor) and generator.dtype == torch.uint8):
         fail("generator_state", "a uint8 tensor (torch.Generator.get_state())", generator)

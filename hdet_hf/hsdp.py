@@ -251,18 +251,24 @@ class HSDPEngine(HDETEngine):
         reshard(self._model)  # the averaged shards must be what the next forward gathers
         return super().converge(regular)
 
-    def _window_stats(self) -> tuple[float | None, float]:
+    def _window_stats(self) -> tuple[float | None, float | None, float]:
         # The group's loss is its ranks' items together: the window sums and item counts summed over the group,
         # so every rank of the group scores (and every column of the mesh gathers) the same number. The
         # window itself keeps this rank's own sums (a forced converge keeps the window). The group mean's
         # variance is sum(W_k^2 var_k) / (sum W_k)^2 over its ranks' item counts W_k (NaN if one has none).
-        weight = float(self.window.loss_weight)
-        group_sum, group_weight, group_spread = self._group_reduce(
-            [float(self.window.loss_sum), weight, weight**2 * self.window.mean_variance() if weight > 0 else 0.0]
-        )
-        if self.window.steps == 0 or group_weight <= 0:
-            return None, math.nan
-        return group_sum / group_weight, group_spread / group_weight**2
+        window = self.window
+        weight = float(window.loss_weight)
+        group_sum, group_weight, group_spread, mark_sum, mark_weight = self._group_reduce(
+            [
+                float(window.loss_sum), weight, weight**2 * window.mean_variance() if weight > 0 else 0.0,
+                window.mark_sum, window.mark_weight,
+            ]
+        )  # fmt: skip
+        if window.steps == 0 or group_weight <= 0:
+            return None, None, math.nan
+        recent_weight = group_weight - mark_weight
+        recent = (group_sum - mark_sum) / recent_weight if recent_weight > 0 else None
+        return group_sum / group_weight, recent, group_spread / group_weight**2
 
     def _is_healthy(self, window_loss: float | None, probe_loss: float | None) -> bool:
         # Each rank checks its own shard; the group is healthy only if all of them are (one verdict per group).
@@ -504,6 +510,9 @@ def _reshard_engine_state(states: Sequence[dict[str, Any]], engine: HSDPEngine) 
     for key in ("loss_sum", "loss_weight"):
         if key in state:
             state[key] = float(sum(float(s[key]) for s in states)) if layout.shard_rank == 0 else 0.0
+    if "loss_mark" in state:  # the sums at the window's last converge (`ScoreWindow.mark`): the same way
+        marks = [s.get("loss_mark", (0.0, 0.0)) for s in states]
+        state["loss_mark"] = [float(sum(m[i] for m in marks)) if layout.shard_rank == 0 else 0.0 for i in (0, 1)]
     state.pop("loss_noise", None)  # the window's noise estimate restarts (`ScoreWindow.load_state_dict`)
     if isinstance(state.get("config"), dict):
         state["config"]["hsdp_shard_size"] = layout.shard_size  # now a state of this layout

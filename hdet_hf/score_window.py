@@ -7,6 +7,8 @@
   loss from the successive differences of the steps' losses (half their mean square; a loss trend within the
   window barely touches it), times ``sum(W^2) / sum(W)^2`` over the steps' items ``W`` (the weighted mean of
   independent steps). Per optimizer step, not per micro-batch: gradient accumulation does not change it.
+- With ``controller_time_scale="vote"`` a window spans several converges (the vote's); `mark` notes the sums at
+  each converge in between, so `recent_mean_loss` (the divergence guard's) covers only the steps since then.
 - With an averaged probe signal, the running mean of the replica's parameters over the interval's steps
   (`averaged_probe`): the probe scores the replica there instead of at its last iterate.
 """
@@ -51,6 +53,9 @@ class ScoreWindow:
         self.loss_previous = torch.full((), math.nan, dtype=torch.float64)
         # Steps in the sums: a replica reset at a forced converge restarts its sums, not the interval.
         self.steps = 0
+        # The loss sums at the last converge inside this window (`mark`; host floats, read at converges only).
+        self.mark_sum = 0.0
+        self.mark_weight = 0.0
         # Reset after diverging in this interval: its loss no longer describes its multiplier.
         self.diverged = False
         self.average: list[torch.Tensor] | None = None
@@ -98,6 +103,18 @@ class ScoreWindow:
             return None
         return float(self.loss_sum) / weight
 
+    def recent_mean_loss(self) -> float | None:
+        """The item-weighted mean loss since the last `mark` (the whole window without one); None with nothing
+        labelled since. One host sync."""
+        weight = float(self.loss_weight) - self.mark_weight
+        if self.steps == 0 or weight <= 0:
+            return None
+        return (float(self.loss_sum) - self.mark_sum) / weight
+
+    def mark(self) -> None:
+        """A converge inside the window: later `recent_mean_loss` calls count only the steps after it."""
+        self.mark_sum, self.mark_weight = float(self.loss_sum), float(self.loss_weight)
+
     def mean_variance(self) -> float:
         """The variance of `mean_loss` from the steps' scatter; NaN with fewer than two counted steps (no
         estimate, or not tracked). One host sync."""
@@ -114,6 +131,7 @@ class ScoreWindow:
             getattr(self, name).zero_()
         self.loss_previous.fill_(math.nan)
         self.steps = 0
+        self.mark_sum = self.mark_weight = 0.0
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -121,6 +139,7 @@ class ScoreWindow:
             "loss_weight": float(self.loss_weight),
             "loss_noise": [float(getattr(self, name)) for name in self._NOISE],
             "loss_steps": self.steps,
+            "loss_mark": [self.mark_sum, self.mark_weight],
             "diverged_in_interval": self.diverged,
             "window_average": self.average,
             "window_average_count": self.average_count,
@@ -141,6 +160,8 @@ class ScoreWindow:
             setattr(self, name, torch.tensor(float(value), dtype=torch.float64, device=dev))
         self.steps = int(state["loss_steps"] if "loss_steps" in state else state["steps_since_sync"])
         self.diverged = bool(state.get("diverged_in_interval", False))
+        # Saved before votes spanned converges: every window then started at the last converge.
+        self.mark_sum, self.mark_weight = (float(x) for x in state.get("loss_mark", (0.0, 0.0)))
         if state.get("window_average") is not None:
             self.average = [t.to(device) for t in state["window_average"]]
             self.average_count = int(state.get("window_average_count", 0))

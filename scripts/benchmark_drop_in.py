@@ -21,7 +21,9 @@ same loop, the same data order and the same schedule (`OneCycleAutoLR` with no s
 - ``no_probe_no_model_T10``: ``no_probe_no_model`` with ``model_sync_interval=10`` (a converge every 10 steps
   whatever the run's length, as the independent check of issue 10 passed); ``no_probe_no_model_T10_converge`` the
   same with ``controller_time_scale="converge"`` (lambda and beta per converge, the library before session 32);
-  ``readme_T10``: ``readme`` with ``model_sync_interval=10``.
+  ``readme_T10``: ``readme`` with ``model_sync_interval=10``. ``no_probe_no_model_T10_vote`` and ``readme_T10_vote``:
+  the same with ``controller_time_scale="vote"`` (a vote every 6 converges at 2,000 steps, the default interval's
+  length; the converges between only average).
 - ``paper``: the reference's own defaults with auto-LR on (additive, temperature 0.002, lambda 0.5, beta 0.9,
   spread 0.5), interval and warm-up as ``readme``; ``paper_no_horizon`` the same with ``comparison_horizon=0``
   (what ``paper`` ran before session 31).
@@ -105,6 +107,11 @@ HDET_ROWS: dict[str, tuple[dict[str, Any], bool, str | None]] = {
         {**NO_HORIZON, "model_sync_interval": 10, "controller_time_scale": "converge"}, False, None
     ),
     "readme_T10": ({**README_KWARGS, "model_sync_interval": 10}, True, "module"),
+    # T 10 with votes over the default interval (controller_time_scale="vote": converges between votes only average).
+    "no_probe_no_model_T10_vote": (
+        {**NO_HORIZON, "model_sync_interval": 10, "controller_time_scale": "vote"}, False, None
+    ),
+    "readme_T10_vote": ({**README_KWARGS, "model_sync_interval": 10, "controller_time_scale": "vote"}, True, "module"),
     "paper": (PAPER_KWARGS, False, "module"),
     "paper_no_horizon": ({**PAPER_KWARGS, "comparison_horizon": 0.0}, False, "module"),
 }
