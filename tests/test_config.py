@@ -209,3 +209,31 @@ def test_pointless_settings_warn_but_run():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         HDETConfig(sync_interval=2)
+
+
+def test_votes_over_the_default_interval_while_converging_every_t():
+    """--hdet_controller_time_scale vote: with T shorter than the default interval (0.03 of the run, at least 10
+    steps) the controller votes every k-th converge, k the default interval in T's (rounded); lambda and beta act per
+    vote as at the default interval, while the horizon's offsets widen by T's own share (`converge_share`)."""
+    vote = HDETConfig(sync_interval=10, controller_time_scale="vote")
+    assert vote.converges_per_vote(2000) == 6 and vote.controller_interval_share(2000) == 1.0
+    assert vote.converge_share(2000) == pytest.approx(1 / 6)
+    assert HDETConfig(sync_interval=7, controller_time_scale="vote").converges_per_vote(2000) == 9  # 60 / 7
+    t25 = HDETConfig(sync_interval=25, controller_time_scale="vote")  # 2 x 25 = 50 of 60: lambda x 5/6
+    assert t25.converges_per_vote(2000) == 2 and t25.controller_interval_share(2000) == pytest.approx(50 / 60)
+    for scale in ("run", "converge"):  # a vote at every converge
+        assert HDETConfig(sync_interval=10, controller_time_scale=scale).converges_per_vote(2000) == 1
+    assert HDETConfig(sync_interval=10, controller_time_scale="converge").converge_share(2000) == 1.0
+    assert HDETConfig(sync_interval=10, controller_time_scale="run").converge_share(2000) == pytest.approx(1 / 6)
+    assert vote.converges_per_vote(300) == 1  # T 10 is the default there
+    assert HDETConfig(sync_interval=120, controller_time_scale="vote").converges_per_vote(2000) == 1  # longer
+    # A controller that would never vote before exploration ends is refused, naming the vote's interval.
+    with pytest.raises(ValueError, match=r"\(T 10, voting every 60 steps\), no vote falls between"):
+        HDETConfig(
+            sync_interval=10, controller_time_scale="vote", auto_lr=True, auto_lr_warmup_steps=0.01, explore_until=50
+        ).check_run_length(2000)
+    HDETConfig(
+        sync_interval=10, controller_time_scale="vote", auto_lr=True, auto_lr_warmup_steps=0.01, explore_until=60
+    ).check_run_length(2000)
+    with pytest.raises(ValueError, match=r"--hdet_controller_time_scale must be one of"):
+        HDETConfig(controller_time_scale="votes")

@@ -520,3 +520,59 @@ def test_comparison_horizon_offsets_replicas_along_the_discounted_direction(tmp_
         for p, q in zip(r[-1]["params"], records[0][-1]["params"]):
             assert torch.equal(p, q)
     assert any(z.abs().sum() > 0 for z in records[0][-2]["directions"])
+
+
+def test_votes_span_several_converges_with_controller_time_scale_vote(tmp_path):
+    """--hdet_controller_time_scale vote, T 10 in a 1,000-step run (default interval 30): every 10 steps the
+    parameters are averaged (bit-identical on both ranks, the mean of what they held), but the controller votes only
+    at steps 30 and 60, on each rank's item-weighted loss over the 30 steps since the last vote; between votes the
+    multipliers are held. A higher LR does worse here, so each vote cuts. A resume between a converge and the vote
+    continues bit for bit; with offsets along the run's direction the same holds. A blow-up in the vote's last
+    10 steps (20x the loss on rank 1) is caught by the divergence guard, which judges those 10 steps, not all 30."""
+    skip_unless_backend_fits(2)
+    torchrun("engine_worker.py", 2, ["votes", str(tmp_path)])
+    ranks = load_ranks(tmp_path, 2)
+    for name in ("plain", "resumed", "horizon", "blow_up"):
+        run = [r[name] for r in ranks]
+        assert run[0]["vote_interval"] == 30
+        steps = [c["step"] for c in run[0]["converges"]]
+        assert steps == [10, 20, 30, 40, 50, 60, 70], name
+        for c0, c1 in zip(run[0]["converges"], run[1]["converges"]):
+            for a, b, x, y in zip(c0["after"], c1["after"], c0["before"], c1["before"]):
+                if name != "horizon":
+                    assert torch.equal(a, b), (name, c0["step"])  # averaged at every converge
+                if not c0["excluded"]:  # with the horizon, the replicas sit at symmetric offsets from the mean
+                    torch.testing.assert_close((a + b) / 2, (x + y) / 2, rtol=0, atol=1e-6)
+            assert c0["scale"] == c1["scale"] and c0["multipliers"] == c1["multipliers"]
+    plain = [c for c in ranks[0]["plain"]["converges"]]
+    by_step = {c["step"]: c for c in plain}
+    # Multipliers held within a vote's interval (10, 20, 30 and 40, 50, 60 share theirs); the controller moves
+    # at the votes only, and cuts there (the higher LR's loss is higher).
+    assert by_step[10]["multipliers"] == by_step[20]["multipliers"] == by_step[30]["multipliers"]
+    assert by_step[40]["multipliers"] == by_step[50]["multipliers"] == by_step[60]["multipliers"]
+    assert sorted(by_step[10]["multipliers"]) == [0.5, 1.5]
+    assert by_step[10]["scale"] == by_step[20]["scale"] == 1.0
+    assert by_step[30]["scale"] < 1.0 and by_step[30]["delta"] < 0
+    assert by_step[40]["scale"] == by_step[50]["scale"] == by_step[30]["scale"]
+    assert by_step[60]["scale"] < by_step[30]["scale"]
+    # The vote compares each rank's item-weighted mean over the 30 steps since the last vote.
+    for step in (30, 60):
+        for r in range(2):
+            fed = [f for f in ranks[r]["plain"]["fed"] if step - 30 < f["step"] <= step]
+            mean = sum(f["loss"] * f["items"] for f in fed) / sum(f["items"] for f in fed)
+            assert by_step[step]["losses"][r] == pytest.approx(mean, rel=1e-6)  # the table travels in float32
+    for a, b in zip(ranks[0]["resumed"]["converges"], plain):
+        assert (a["step"], a["losses"], a["scale"], a["multipliers"]) == (b["step"], b["losses"], b["scale"], b["multipliers"])
+        assert all(torch.equal(x, y) for x, y in zip(a["after"], b["after"]))
+    horizon = {c["step"]: c for c in ranks[0]["horizon"]["converges"]}
+    # At the converge between votes (step 20) the replicas go back to offsets along Z, opposite and non-zero (at
+    # step 10 Z holds no update yet); the multipliers that set them are the vote interval's, held.
+    c0, c1 = ranks[0]["horizon"]["converges"][1], ranks[1]["horizon"]["converges"][1]
+    mean = (c0["before"][0] + c1["before"][0]) / 2
+    assert c0["step"] == 20 and (c0["after"][0] - mean).abs().min() > 0
+    torch.testing.assert_close(c0["after"][0] - mean, mean - c1["after"][0], rtol=0, atol=1e-6)
+    assert horizon[10]["multipliers"] == horizon[20]["multipliers"] == horizon[30]["multipliers"]
+    assert horizon[20]["scale"] == 1.0 and horizon[30]["scale"] != 1.0
+    blow_up = {c["step"]: c for c in ranks[0]["blow_up"]["converges"]}
+    assert blow_up[10]["excluded"] == blow_up[20]["excluded"] == []
+    assert blow_up[30]["excluded"] == [1]

@@ -367,6 +367,8 @@ def test_settings_that_only_change_memory_may_change_on_resume():
         ({"line_search": [4.0]}, r"field 'line_search' must be None or a dict"),
         ({"horizon_updates": -1}, r"field 'horizon_updates' must be None or an integer >= 0"),
         ({"horizon_updates": True}, r"field 'horizon_updates' must be None or an integer >= 0"),
+        ({"loss_mark": [1.0]}, r"field 'loss_mark' must be a list of 2 finite numbers"),
+        ({"loss_mark": [math.nan, 2.0]}, r"field 'loss_mark' must be a list of 2 finite numbers"),
     ],
 )
 def test_edited_state_values_are_refused_with_the_field(changes, match):

@@ -211,3 +211,27 @@ def test_abstaining_on_raises_only_keeps_a_cut_within_the_noise():
         ValueError, match="--hdet_controller_abstain_within_noise must be one of off, raises, always"
     ):
         HDETConfig(controller_abstain_within_noise="sometimes")
+
+
+def test_a_mark_splits_the_window_into_the_vote_and_the_steps_since_the_last_converge():
+    """--hdet_controller_time_scale vote: a window spans several converges; each marks the sums, so the
+    divergence guard reads the mean since the last converge while the vote reads the whole window. A state saved
+    and loaded keeps the mark; a state saved before the mark existed starts the window at its beginning."""
+    window = _window([1.0, 1.0], [4, 2])
+    assert window.recent_mean_loss() == window.mean_loss() == 1.0  # no mark: the whole window
+    window.mark()
+    assert window.recent_mean_loss() is None  # nothing since the converge
+    for loss, n in ((4.0, 3), (7.0, 0)):  # an unlabelled step counts for neither
+        window.add_loss(torch.tensor(loss, dtype=torch.float64), n)
+        window.end_step()
+    assert window.recent_mean_loss() == 4.0
+    assert window.mean_loss() == pytest.approx((6.0 + 12.0) / 9, rel=1e-12)
+    restored = ScoreWindow()
+    restored.load_state_dict(window.state_dict(), torch.device("cpu"))
+    assert restored.recent_mean_loss() == 4.0 and restored.mean_loss() == window.mean_loss()
+    old = window.state_dict()
+    del old["loss_mark"]
+    restored.load_state_dict(old, torch.device("cpu"))
+    assert restored.recent_mean_loss() == restored.mean_loss()
+    window.reset_loss()  # a vote: the next window starts without a mark
+    assert (window.mark_sum, window.mark_weight) == (0.0, 0.0)

@@ -655,6 +655,70 @@ def scenario_noise_floor(rank: int, world: int) -> dict:
     }
 
 
+def scenario_votes(rank: int, world: int) -> dict:
+    """``controller_time_scale="vote"``: T 10 in a 1,000-step run (default interval 30), so a vote every 3rd
+    converge. A linear model trains by SGD at each rank's LR (so the replicas really differ); the train loss is
+    injected: per step ``1 + 0.3 x (rank's multiplier - 1) + noise`` over a ragged number of items (a higher LR
+    does worse), and, in the run "blow_up", 20x that on rank 1 for steps 21-30 (the last third of the first vote).
+    Records every regular converge and each rank's parameters just before and after it. Runs: plain, resumed
+    from a checkpoint at step 15 (between a converge and the vote), with the comparison horizon (offsets), and the
+    blow-up."""
+    steps = 70
+
+    def run(resume_at: int | None = None, horizon: float = 0.0, blow_up: bool = False) -> dict:
+        def engine_for() -> tuple[HDETEngine, nn.Linear, torch.optim.Optimizer]:
+            torch.manual_seed(0)
+            model = nn.Linear(4, 1).to(device())
+            opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+            config = HDETConfig(
+                sync_interval=10, controller_time_scale="vote", lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0,
+                controller_signal="train_loss", explore_until=1.0, controller_line_search_threshold=0.0,
+                comparison_horizon=horizon, comparison_horizon_start=0.0, controller_noise_floor="off",
+            )  # fmt: skip
+            return HDETEngine(config, model, opt, total_steps=1000), model, opt
+
+        generator = torch.Generator().manual_seed(100 + rank)
+        noise = (0.02 * torch.randn(steps, generator=generator, dtype=torch.float64)).tolist()
+        data = torch.randn(steps, 8, 4, generator=torch.Generator().manual_seed(7 + rank)).to(device())
+        items = [3 + (5 * step + rank) % 7 for step in range(steps)]
+        engine, model, opt = engine_for()
+        fed, converges = [], []
+        for step in range(steps):
+            engine.apply_lr([1e-2])
+            opt.zero_grad()
+            model(data[step]).pow(2).mean().backward()
+            engine.average_gradients()  # shared mode (the horizon needs it): replicas differ by their LR alone
+            opt.step()
+            loss = 1.0 + 0.3 * (engine.multiplier() - 1.0) + noise[step]
+            if blow_up and rank == 1 and 20 <= step < 30:
+                loss *= 20.0  # over the 30 steps 7.3x, under the guard's 10x; over the last 10 steps 20x
+            fed.append({"step": step + 1, "loss": loss, "items": items[step]})
+            engine.add_loss(torch.tensor(loss, device=device()), items[step])
+            before = [p.detach().clone().cpu() for p in model.parameters()]
+            report = engine.end_step()
+            if report is not None and report.regular:
+                converges.append({
+                    "step": report.step, "losses": report.losses, "multipliers": report.multipliers["lr"],
+                    "scale": report.scale["lr"], "delta": report.delta.get("lr"), "excluded": report.excluded_ranks,
+                    "before": before, "after": [p.detach().clone().cpu() for p in model.parameters()],
+                })  # fmt: skip
+            if step + 1 == resume_at:
+                saved = engine.state_dict()
+                weights, moments = model.state_dict(), opt.state_dict()
+                engine, model, opt = engine_for()
+                model.load_state_dict(weights)
+                opt.load_state_dict(moments)
+                engine.load_state_dict(saved)
+        return {"fed": fed, "converges": converges, "vote_interval": engine.vote_interval}
+
+    return {
+        "plain": run(),
+        "resumed": run(resume_at=15),
+        "horizon": run(horizon=0.1),
+        "blow_up": run(blow_up=True),
+    }
+
+
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     init_process_group()
