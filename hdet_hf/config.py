@@ -234,15 +234,17 @@ class HDETConfig:
         },
     )
     controller_time_scale: str = field(
-        default="run",
+        default="vote",
         metadata={
-            "help": "What --hdet_controller_lr and --hdet_controller_momentum are per. 'run' (default since session "
-            "32): per the default interval (--hdet_sync_interval 0.03 of the run, at least 10 steps); a shorter T "
-            "makes each converge's move lambda x T / T_default and its momentum beta ^ (T / T_default), so the "
-            "controller's travel over the run does not grow with the number of converges (a longer T keeps lambda "
-            "and beta). 'converge': per converge whatever T (before session 32). In a 2,000-step drop-in run with "
-            "T 10 (the paper's users' setting) 'converge' cut every start's LR to the 0.1x bound (BENCHMARKS.md, "
-            "reading 37).",
+            "help": "How the controller's moves scale when --hdet_sync_interval T is shorter than the default interval "
+            "(0.03 of the run, at least 10 steps; at the default T or longer all three are the same). 'vote' (default "
+            "since session 33): the controller votes once per default interval (every k-th converge, k = T_default "
+            "/ T rounded) on the replicas' losses summed over all k windows, with the multipliers held; the converges "
+            "between only average. 'run' (session 32): a vote at every converge, each moving lambda x T / T_default "
+            "with momentum beta ^ (T / T_default). 'converge': a full lambda and beta at every converge (before "
+            "session 32). In a 2,000-step drop-in run with T 10, a start 30x below the sweep's best LR ended 1.067 / "
+            "1.107 / 1.453x the sweep's best loss (T 60: 1.038) and one at the best 1.002 / 1.001 / 1.022x "
+            "(BENCHMARKS.md, readings 37 and 38).",
             "choices": list(CONTROLLER_TIME_SCALES),
         },
     )
@@ -852,7 +854,16 @@ class HDETConfig:
         the default interval, the default interval's length in T's (rounded, at least 1); else 1."""
         if self.controller_time_scale != "vote":
             return 1
-        return max(1, round(self.default_sync_interval(total_steps) / self.resolve_sync_interval(total_steps)))
+        interval = self.resolve_sync_interval(total_steps)
+        k = max(1, round(self.default_sync_interval(total_steps) / interval))
+        # Fewer converges per vote where k of them would leave no vote between the controller's warm-up and the
+        # end of exploration (a short run): the controller must get to vote at all, before the last step (a move
+        # there changes nothing that trains).
+        first = max(self.resolve_warmup_steps(total_steps), 1)
+        last = min(self.resolve_explore_until(total_steps), total_steps - 1)
+        while k > 1 and last // (k * interval) * (k * interval) < first:
+            k -= 1
+        return k
 
     def default_sync_interval(self, total_steps: int) -> int:
         """The T that ``sync_interval``'s default (0.03 of the run, at least 10 steps) gives for ``total_steps``."""
@@ -916,17 +927,15 @@ class HDETConfig:
                 f"({total_steps}): the controller would never run. Use a fraction such as 0.1, or drop "
                 f"{_flag('auto_lr')}."
             )
-        # The controller acts at regular converges (multiples of T) from the warm-up's end to exploration's.
+        # The controller acts at regular converges (multiples of T) from the warm-up's end to exploration's (with
+        # controller_time_scale="vote" at every k-th, k small enough that one falls there: `converges_per_vote`).
         until, warmup = self.resolve_explore_until(total_steps), self.resolve_warmup_steps(total_steps)
-        # With controller_time_scale="vote" it votes at every k-th converge only.
-        votes_every = interval * self.converges_per_vote(total_steps)
-        last_exploring_vote = until // votes_every * votes_every
-        if self.auto_lr and until < total_steps and last_exploring_vote < max(warmup, 1):
-            votes, what = (f", voting every {votes_every} steps", "vote") if votes_every > interval else ("", "converge")
+        last_exploring_converge = until // interval * interval
+        if self.auto_lr and until < total_steps and last_exploring_converge < max(warmup, 1):
             raise ValueError(
                 f"With {_flag('auto_lr_warmup_steps')} {self.auto_lr_warmup_steps} (step {warmup}), "
                 f"{_flag('explore_until')} {self.explore_until} (step {until} of {total_steps}) and "
-                f"{_flag('sync_interval')} {self.sync_interval} (T {interval}{votes}), no {what} falls between the end of the "
+                f"{_flag('sync_interval')} {self.sync_interval} (T {interval}), no converge falls between the end of the "
                 "controller's warm-up and the end of exploration: the controller would never run. Use a shorter "
                 f"warm-up, a later {_flag('explore_until')} (1 explores to the last step), a shorter "
                 f"{_flag('sync_interval')}, or drop {_flag('auto_lr')}."

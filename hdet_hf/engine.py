@@ -58,12 +58,21 @@ __all__ = ["HDETEngine", "ConvergeReport", "SyncReport", "HDETDivergenceError", 
 
 SHORT_INTERVAL = (
     "HDET: --hdet_sync_interval (OneCycleAutoLR: model_sync_interval) {t} is shorter than this {n}-step run's default "
-    "interval ({d} steps, 3 %% of the run). The auto-LR controller compares the replicas over {t}-step windows, where "
-    "the LR's effect is small against the loss's noise; its moves are scaled down to match "
-    "(--hdet_controller_time_scale run), but in a 2,000-step run with T 10 (the drop-in, 2 processes, 2 seeds) a start "
-    "30x below the sweep's best LR still ended 1.09-1.12x the sweep's best loss, against 1.03-1.05x at T 60, the "
-    "default (BENCHMARKS.md, reading 37). Leave the interval at its default (0.03) unless you need the converges."
+    "interval ({d} steps, 3 %% of the run). Over {t}-step windows the LR's effect on the loss is small against its "
+    "noise; {how}. In a 2,000-step run with T 10 (the drop-in, 2 processes, 2 seeds) a start 30x below the sweep's "
+    "best LR ended 1.06-1.08x the sweep's best loss with 'vote' (the default), 1.09-1.12x with 'run', 1.38-1.53x "
+    "with 'converge', against 1.03-1.05x at T 60 (BENCHMARKS.md, reading 38). Leave the interval at its default "
+    "(0.03) unless you need the converges."
 ).replace("%%", "%")
+# What the controller does about the short window, per --hdet_controller_time_scale.
+SHORT_INTERVAL_HOW = {
+    "vote": "the auto-LR controller votes once per {v} steps, on the windows of {k} converges summed "
+    "(--hdet_controller_time_scale vote)",
+    "run": "with --hdet_controller_time_scale run the controller votes at every converge, each move scaled by "
+    "T / {d}",
+    "converge": "with --hdet_controller_time_scale converge the controller moves a full step at every converge, on "
+    "votes that are mostly noise",
+}
 
 
 class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerStep):
@@ -132,9 +141,14 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         # With controller_time_scale="vote" and a T shorter than the default interval, the controller votes at
         # every k-th regular converge only; the ones between average and keep the window (`converge`).
         self.vote_interval = config.sync_interval * config.converges_per_vote(total_steps)
-        if config.auto_lr and interval_share < 1 and self.world_size > 1:
-            default = config.default_sync_interval(total_steps)
-            warnings.warn(SHORT_INTERVAL.format(t=config.sync_interval, n=total_steps, d=default), stacklevel=2)
+        default_interval = config.default_sync_interval(total_steps)
+        if config.auto_lr and config.sync_interval < default_interval and self.world_size > 1:
+            numbers = dict(
+                t=config.sync_interval, n=total_steps, d=default_interval, v=self.vote_interval,
+                k=config.converges_per_vote(total_steps),
+            )  # fmt: skip
+            how = SHORT_INTERVAL_HOW[config.controller_time_scale].format(**numbers)
+            warnings.warn(SHORT_INTERVAL.format(how=how, **numbers), stacklevel=2)
         self.bucket_cap_bytes = int(config.bucket_size_mb * 2**20)
         self.replica = ReplicaTensors(model, optimizer, config.average_optimizer_state)
         self.registry = HyperparameterRegistry(

@@ -170,9 +170,11 @@ class OneCycleAutoLR(OneCycleLR):
     intervals before ``comparison_horizon_start`` fan out at this fraction of the spread; 1 = the full spread.
     ``noise_floor`` (``--hdet_controller_noise_floor``) and ``abstain_within_noise``
     (``--hdet_controller_abstain_within_noise``): the train-loss vote's floor at its noise, and what a gap within it
-    votes. ``controller_time_scale`` (``--hdet_controller_time_scale``, default "run"): ``lr_of_lr`` and
-    ``momentum_of_lr`` are per 3 % of the run, so a ``model_sync_interval`` shorter than that moves the LR less per
-    converge (lambda x T / T_default, momentum beta ^ (T / T_default)); "converge": per converge, as the reference.
+    votes. ``controller_time_scale`` (``--hdet_controller_time_scale``, default "vote"): with a ``model_sync_interval``
+    shorter than 3 % of the run the controller still votes once per 3 % of the run, on the windows of every converge
+    since its last vote summed (the converges between only average); "run": a vote at every converge, each moving
+    lambda x T / T_default with momentum beta ^ (T / T_default); "converge": full moves at every converge, as the
+    reference.
 
     Example:
         >>> import torch

@@ -19,11 +19,12 @@ same loop, the same data order and the same schedule (`OneCycleAutoLR` with no s
 - ``no_probe_no_model_floor``: ``no_probe_no_model`` with ``noise_floor="always"`` (the train-loss vote floored at
   its noise with any number of replicas; the default floors it at 2).
 - ``no_probe_no_model_T10``: ``no_probe_no_model`` with ``model_sync_interval=10`` (a converge every 10 steps
-  whatever the run's length, as the independent check of issue 10 passed); ``no_probe_no_model_T10_converge`` the
+  whatever the run's length, as the independent check of issue 10 passed) and ``controller_time_scale="run"`` (a
+  vote at every converge, lambda x T / T_default: session 32's default); ``no_probe_no_model_T10_converge`` the
   same with ``controller_time_scale="converge"`` (lambda and beta per converge, the library before session 32);
-  ``readme_T10``: ``readme`` with ``model_sync_interval=10``. ``no_probe_no_model_T10_vote`` and ``readme_T10_vote``:
-  the same with ``controller_time_scale="vote"`` (a vote every 6 converges at 2,000 steps, the default interval's
-  length; the converges between only average).
+  ``readme_T10``: ``readme`` with ``model_sync_interval=10`` and "run". ``no_probe_no_model_T10_vote`` and
+  ``readme_T10_vote``: the same with ``controller_time_scale="vote"`` (the default since session 33: a vote every 6
+  converges at 2,000 steps, the default interval's length; the converges between only average).
 - ``paper``: the reference's own defaults with auto-LR on (additive, temperature 0.002, lambda 0.5, beta 0.9,
   spread 0.5), interval and warm-up as ``readme``; ``paper_no_horizon`` the same with ``comparison_horizon=0``
   (what ``paper`` ran before session 31).
@@ -100,13 +101,16 @@ HDET_ROWS: dict[str, tuple[dict[str, Any], bool, str | None]] = {
     "no_probe_ddp_model": (NO_HORIZON, False, "ddp"),
     # The train-loss vote floored at its noise with any number of replicas (the default floors it at 2 only).
     "no_probe_no_model_floor": ({**NO_HORIZON, "noise_floor": "always"}, False, None),
-    # The independent check's keywords: a converge every 10 steps whatever the run's length.
-    "no_probe_no_model_T10": ({**NO_HORIZON, "model_sync_interval": 10}, False, None),
+    # The independent check's keywords: a converge every 10 steps whatever the run's length, with session 32's
+    # controller_time_scale="run" (a vote at every converge, lambda x T / T_default).
+    "no_probe_no_model_T10": (
+        {**NO_HORIZON, "model_sync_interval": 10, "controller_time_scale": "run"}, False, None
+    ),
     # The same with lambda and beta per converge (controller_time_scale="converge", the library before session 32).
     "no_probe_no_model_T10_converge": (
         {**NO_HORIZON, "model_sync_interval": 10, "controller_time_scale": "converge"}, False, None
     ),
-    "readme_T10": ({**README_KWARGS, "model_sync_interval": 10}, True, "module"),
+    "readme_T10": ({**README_KWARGS, "model_sync_interval": 10, "controller_time_scale": "run"}, True, "module"),
     # T 10 with votes over the default interval (controller_time_scale="vote": converges between votes only average).
     "no_probe_no_model_T10_vote": (
         {**NO_HORIZON, "model_sync_interval": 10, "controller_time_scale": "vote"}, False, None

@@ -1,4 +1,5 @@
 import warnings
+from dataclasses import replace
 
 import pytest
 from transformers import HfArgumentParser
@@ -73,7 +74,7 @@ def test_defaults_are_the_settings_the_quality_benchmark_chose():
     )
     assert c.controller_raise_gain == 2.0  # reading 15
     assert c.controller_two_replica_cut_gain == 0.5  # reading 35
-    assert c.controller_time_scale == "run"  # reading 37
+    assert c.controller_time_scale == "vote"  # reading 38
     assert c.controller_signal_combination == "agree_mean"  # reading 18
     assert c.controller_floor_after_peak is True  # reading 21
     assert (c.controller_line_search_threshold, c.controller_line_search_max_raise) == (
@@ -227,13 +228,12 @@ def test_votes_over_the_default_interval_while_converging_every_t():
     assert HDETConfig(sync_interval=10, controller_time_scale="run").converge_share(2000) == pytest.approx(1 / 6)
     assert vote.converges_per_vote(300) == 1  # T 10 is the default there
     assert HDETConfig(sync_interval=120, controller_time_scale="vote").converges_per_vote(2000) == 1  # longer
-    # A controller that would never vote before exploration ends is refused, naming the vote's interval.
-    with pytest.raises(ValueError, match=r"\(T 10, voting every 60 steps\), no vote falls between"):
-        HDETConfig(
-            sync_interval=10, controller_time_scale="vote", auto_lr=True, auto_lr_warmup_steps=0.01, explore_until=50
-        ).check_run_length(2000)
-    HDETConfig(
-        sync_interval=10, controller_time_scale="vote", auto_lr=True, auto_lr_warmup_steps=0.01, explore_until=60
-    ).check_run_length(2000)
+    # Fewer converges per vote where k of them would leave no vote between the controller's warm-up and the end of
+    # exploration: it must get to vote (a 12-step run with T 3 and exploration to step 6: one converge per vote).
+    capped = HDETConfig(sync_interval=10, controller_time_scale="vote", auto_lr_warmup_steps=20, explore_until=50)
+    assert capped.converges_per_vote(2000) == 5  # votes at 50
+    short = HDETConfig(sync_interval=3, controller_time_scale="vote", auto_lr=True, auto_lr_warmup_steps=1)
+    assert short.converges_per_vote(12) == 2  # votes at 6 (exploration ends at step 6)
+    assert replace(short, auto_lr_warmup_steps=4, sync_interval=4).converges_per_vote(12) == 1  # the vote at 4
     with pytest.raises(ValueError, match=r"--hdet_controller_time_scale must be one of"):
         HDETConfig(controller_time_scale="votes")

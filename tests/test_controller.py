@@ -266,10 +266,13 @@ def test_a_shorter_interval_moves_the_lr_as_far_over_the_run_not_further():
             state = controller_step(state, M, losses, settings, 1e-3)[0]
         return math.log(state.scale)
 
-    assert HDETConfig(sync_interval=10).controller_interval_share(2000) == pytest.approx(1 / 6)
-    assert HDETConfig().controller_interval_share(2000) == 1.0  # the default T: nothing changes
-    assert HDETConfig(sync_interval=10).controller_interval_share(300) == 1.0  # T 10 is the default there
-    assert HDETConfig(sync_interval=200).controller_interval_share(2000) == 1.0  # longer: lambda as given
+    run = HDETConfig(sync_interval=10, controller_time_scale="run")
+    assert run.controller_interval_share(2000) == pytest.approx(1 / 6)
+    assert HDETConfig(controller_time_scale="run").controller_interval_share(2000) == 1.0  # the default T: no change
+    assert run.controller_interval_share(300) == 1.0  # T 10 is the default there
+    assert replace(run, sync_interval=200).controller_interval_share(2000) == 1.0  # longer: lambda as given
+    # 'vote' (the default): one full-size vote per default interval, on six converges' windows summed.
+    assert HDETConfig(sync_interval=10).controller_interval_share(2000) == 1.0
     per_run = travel(60, "run")
     assert per_run < 0
     assert travel(10, "run") == pytest.approx(per_run, rel=0.1)

@@ -156,6 +156,7 @@ def test_a_base_cooldown_starts_from_the_lr_every_rank_stepped_at(monkeypatch):
     config = HDETConfig(
         sync_interval=2, lr_spread=0.5, auto_lr=True, controller_signal="cooldown_probe", cooldown_lr="base",
         comparison_horizon=4, comparison_horizon_start=8, lr_fan_out_scale=0.4,
+        controller_time_scale="run",  # a vote at every converge (T 2 is shorter than the default interval)
     )  # fmt: skip
     engine = HDETEngine(config, model, torch.optim.SGD(model.parameters(), lr=0.1), 16)
     engine.probe_fn, engine.cooldown_loss_fn = (lambda: 0.0), (lambda i: torch.zeros(()))

@@ -544,6 +544,9 @@ def test_votes_span_several_converges_with_controller_time_scale_vote(tmp_path):
                 if not c0["excluded"]:  # with the horizon, the replicas sit at symmetric offsets from the mean
                     torch.testing.assert_close((a + b) / 2, (x + y) / 2, rtol=0, atol=1e-6)
             assert c0["scale"] == c1["scale"] and c0["multipliers"] == c1["multipliers"]
+    # The engine warns once that T 10 is shorter than the default interval, and says how it votes.
+    (warning,) = [w for w in ranks[0]["plain"]["warnings"] if "shorter than this 1000-step run" in w]
+    assert "default interval (30 steps" in warning and "votes once per 30 steps, on the windows of 3 converges" in warning
     plain = [c for c in ranks[0]["plain"]["converges"]]
     by_step = {c["step"]: c for c in plain}
     # Multipliers held within a vote's interval (10, 20, 30 and 40, 50, 60 share theirs); the controller moves

@@ -255,8 +255,10 @@ def test_with_a_short_interval_the_offsets_are_as_wide_as_at_the_default_interva
     """--hdet_controller_time_scale run: with T 10 in a 2,000-step run (the default interval is 60 steps) the
     replicas start as far apart along Z as T 60 would set them, not one short interval's worth; capped at Z itself.
     At the default interval (share 1) the offsets are unchanged (reading 37)."""
-    short = HDETConfig(sync_interval=10)
+    short = HDETConfig(sync_interval=10, controller_time_scale="run")
     share = short.controller_interval_share(2000)
+    # 'vote' (the default) widens them alike: by T's share, while its lambda acts once per default interval.
+    assert HDETConfig(sync_interval=10).converge_share(2000) == share
     assert short.default_sync_interval(2000) == 60 and share == pytest.approx(1 / 6)
     widened = HorizonOffsets(horizon_decay(10, 200), share).offset_scale
     assert widened == pytest.approx(6 * (1 - math.exp(-10 / 200)))

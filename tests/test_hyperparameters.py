@@ -361,6 +361,8 @@ COMMON = [
     "--hdet_lr_groups",
     "--hdet_sync_interval",
     "2",
+    "--hdet_controller_time_scale",  # a vote at every converge (T 2 is shorter than the default interval)
+    "run",
     "--max_steps",
     "8",
     "--per_device_train_batch_size",

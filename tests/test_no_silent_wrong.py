@@ -461,9 +461,12 @@ def test_the_controller_time_scale_cannot_change_on_resume_where_it_changes_the_
     state = _engine(auto_lr=True, controller_time_scale="converge").state_dict()
     with pytest.raises(
         ValueError,
-        match=r"saved with --hdet_controller_time_scale converge, but this run has --hdet_controller_time_scale run",
+        match=r"saved with --hdet_controller_time_scale converge, but this run has --hdet_controller_time_scale vote",
     ):
         _engine(auto_lr=True).load_state_dict(state)
+    run = _engine(auto_lr=True, controller_time_scale="run").state_dict()  # session 32's default
+    with pytest.raises(ValueError, match=r"saved with --hdet_controller_time_scale run, but this run has .* vote"):
+        _engine(auto_lr=True).load_state_dict(run)
     del state["config"]["controller_time_scale"]  # written before the setting existed
     with pytest.raises(ValueError, match=r"saved with --hdet_controller_time_scale converge"):
         _engine(auto_lr=True).load_state_dict(state)

@@ -37,6 +37,7 @@ def test_drop_in_scheduler_scores_a_probe_at_each_controller_converge():
         sched = OneCycleAutoLR(
             opt, max_lr=0.1, total_steps=12, ensemble_lr_spread_ratio=0.25, model_sync_interval=3,
             enable_auto_lr=True, auto_lr_warmup_steps=3, model=model, probe_fn=probe, explore_until=1.0,
+            controller_time_scale="run",  # a vote at every converge (T 3 is shorter than the default interval)
         )  # fmt: skip
     assert sched.hdet_config.controller_signal == "train_and_averaged_probe"
     assert sched.hdet_config.explore_until == 1.0

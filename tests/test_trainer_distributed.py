@@ -126,11 +126,18 @@ OUTER = ["--hdet_gradient_sync", "local", "--hdet_outer_lr", "0.7", "--hdet_oute
 # The default (shared, auto-LR) except that the early phase lasts to step 6 of 8 (by default it would end at
 # step 2, before the controller acts): until then intervals alternate fan-out and offsets and the controller
 # moves by the lower vote (its votes resume too), then the horizon alone; the save at step 3 lands inside an
-# offsets interval. One run covers both phases of the default.
-EARLY = ["--hdet_comparison_horizon_start", "0.75"]
+# offsets interval. One run covers both phases of the default, with a vote at every converge (T 2 is shorter than
+# the default interval: by default the controller would vote every 2nd converge, the VOTES case).
+EARLY = ["--hdet_comparison_horizon_start", "0.75", "--hdet_controller_time_scale", "run"]
+# The default (--hdet_controller_time_scale vote): T 2 in an 8-step run votes every 2nd converge (at step 4, the last
+# before exploration ends), so the save at step 3 lands between a converge and the vote: the resumed run must
+# continue the vote's window (its loss sums and the mark of the converge at step 2).
+VOTES: list[str] = []
 
 
-@pytest.mark.parametrize("extra", [EARLY, OUTER], ids=["default_both_phases", "local_outer"])
+@pytest.mark.parametrize(
+    "extra", [EARLY, OUTER, VOTES], ids=["default_both_phases", "local_outer", "votes_across_converges"]
+)
 def test_resume_mid_run_reproduces_the_uninterrupted_run(tmp_path, extra):
     # save_steps=3 is not on the sync grid (T=2): the save forces a converge, in both runs alike.
     flags = [
@@ -160,6 +167,10 @@ def test_resume_mid_run_reproduces_the_uninterrupted_run(tmp_path, extra):
         assert a["engine"]["trajectory"] == b["engine"]["trajectory"]
         assert a["lrs"][3:] == b["lrs"]  # the resumed run ran steps 4..8 at the same LRs
     assert any(t["controller_active"] for t in full[0]["engine"]["trajectory"])
+    if extra is VOTES:  # one vote at step 4 (the controller moved there), none at the converge of step 2
+        trajectory = {t["step"]: t for t in full[0]["engine"]["trajectory"]}
+        assert trajectory[4]["controller_active"] and not trajectory[2]["controller_active"]
+        assert trajectory[2]["multipliers"] == trajectory[4]["multipliers"]  # held until the vote
     if extra == EARLY:  # both kinds of interval voted, and the resumed run kept the votes
         votes = full[0]["engine"]["paired_votes"]
         assert None not in votes.values() and votes == resumed[0]["engine"]["paired_votes"]

@@ -510,7 +510,7 @@ CASES: list[ErrorCase] = [
     ),
     _config(
         'controller_time_scale="step"',
-        r"--hdet_controller_time_scale must be one of run, converge, but got 'step'",
+        r"--hdet_controller_time_scale must be one of run, converge, vote, but got 'step'",
         controller_time_scale="step",
     ),
     _config(

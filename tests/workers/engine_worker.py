@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -181,6 +182,7 @@ def scenario_exploration(rank: int, world: int, signal: str, explore_until: str 
     config = HDETConfig(
         sync_interval=3, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=1, **until,
         controller_signal=signal, controller_momentum=0.0,
+        controller_time_scale="run",  # a vote at every converge (T 3 of 12 steps; votes every k-th: `scenario_votes`)
         # Only the replicas' own probes are recorded here; the line's centre is `scenario_centre_point`'s.
         controller_line_search_centre=False,
     )  # fmt: skip
@@ -230,6 +232,7 @@ def scenario_fitness(rank: int, world: int) -> dict:
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     config = HDETConfig(
         sync_interval=1,
+        controller_time_scale="run",  # a vote at every converge (votes every k-th: `scenario_votes`)
         lr_spread=0.5,
         auto_lr=True,
         auto_lr_warmup_steps=0,
@@ -487,6 +490,7 @@ def scenario_fan_out(rank: int, world: int) -> dict:
         model.weight.zero_()
     config = HDETConfig(
         sync_interval=2, lr_spread=0.5, lr_fan_out_scale=0.4, auto_lr=True, auto_lr_warmup_steps=0,
+        controller_time_scale="run",  # a vote at every converge (votes every k-th: `scenario_votes`)
         controller_signal="probe", controller_lr=0.5, explore_until=1.0, controller_floor_after_peak=False,
         comparison_horizon=2, comparison_horizon_start=16, early_comparison="lower_of_both",
         controller_line_search_threshold=4.0,
@@ -611,6 +615,7 @@ def scenario_noise_floor(rank: int, world: int) -> dict:
             model = nn.Linear(1, 1, bias=False).to(device())
             config = HDETConfig(
                 sync_interval=5, lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0, controller_signal="train_loss",
+                controller_time_scale="run",  # a vote at every converge (votes every k-th: `scenario_votes`)
                 controller_noise_floor=floor, explore_until=1.0, controller_line_search_threshold=0.0,
                 controller_abstain_within_noise=abstain, controller_two_replica_cut_gain=cut_gain,
             )  # fmt: skip
@@ -681,7 +686,9 @@ def scenario_votes(rank: int, world: int) -> dict:
         noise = (0.02 * torch.randn(steps, generator=generator, dtype=torch.float64)).tolist()
         data = torch.randn(steps, 8, 4, generator=torch.Generator().manual_seed(7 + rank)).to(device())
         items = [3 + (5 * step + rank) % 7 for step in range(steps)]
-        engine, model, opt = engine_for()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            engine, model, opt = engine_for()
         fed, converges = [], []
         for step in range(steps):
             engine.apply_lr([1e-2])
@@ -709,7 +716,10 @@ def scenario_votes(rank: int, world: int) -> dict:
                 model.load_state_dict(weights)
                 opt.load_state_dict(moments)
                 engine.load_state_dict(saved)
-        return {"fed": fed, "converges": converges, "vote_interval": engine.vote_interval}
+        return {
+            "fed": fed, "converges": converges, "vote_interval": engine.vote_interval,
+            "warnings": [str(w.message) for w in caught],
+        }  # fmt: skip
 
     return {
         "plain": run(),

@@ -106,6 +106,7 @@ def main() -> None:
         hsdp_shard_size=args.shard,
         gradient_sync=args.mode,
         sync_interval=4,
+        controller_time_scale="run",  # a vote at every converge (T 4 is shorter than the default interval)
         lr_spread=0.5,
         explore_until=1.0,  # groups apart between every pair of converges (the default ends it halfway)
         auto_lr=args.auto_lr,
