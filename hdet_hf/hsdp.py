@@ -51,6 +51,7 @@ __all__ = [
     "sources_for",
     "saved_files",
     "reshard_state",
+    "regroup_window_sums",
     "resume_from_files",
     "shard_model",
     "full_model_state_dict",
@@ -484,6 +485,21 @@ def reshard_state(
     return state, engine_state
 
 
+def regroup_window_sums(states: Sequence[dict[str, Any]], shard_rank: int) -> dict[str, Any]:
+    """The score window's sums for shard ``shard_rank`` of a new layout, from one saved group's states: each process
+    sums its own items and the group's loss is the sum over the group (`HSDPEngine._window_stats`), so the group's
+    totals go whole to shard 0 and every other shard starts at 0. The same for the sums at the window's last
+    converge (``loss_mark``, `ScoreWindow.mark`), so the group's mean since then survives the re-cut."""
+    regrouped: dict[str, Any] = {}
+    for key in ("loss_sum", "loss_weight"):
+        if key in states[0]:
+            regrouped[key] = float(sum(float(s[key]) for s in states)) if shard_rank == 0 else 0.0
+    if "loss_mark" in states[0]:
+        marks = [s.get("loss_mark", (0.0, 0.0)) for s in states]
+        regrouped["loss_mark"] = [float(sum(m[i] for m in marks)) if shard_rank == 0 else 0.0 for i in (0, 1)]
+    return regrouped
+
+
 def _reshard_engine_state(states: Sequence[dict[str, Any]], engine: HSDPEngine) -> dict[str, Any]:
     layout = engine.layout
     state = _owned({k: v for k, v in states[0].items() if k not in PARAMETER_SHAPED_FIELDS})
@@ -506,13 +522,7 @@ def _reshard_engine_state(states: Sequence[dict[str, Any]], engine: HSDPEngine) 
                     f"model's {tuple(param.shape)} parameter. Resume with the model that wrote the checkpoint."
                 )
             state[key].append(cut)
-    # Each process sums its own items; the group's loss is the sum over the group, kept whole on shard 0.
-    for key in ("loss_sum", "loss_weight"):
-        if key in state:
-            state[key] = float(sum(float(s[key]) for s in states)) if layout.shard_rank == 0 else 0.0
-    if "loss_mark" in state:  # the sums at the window's last converge (`ScoreWindow.mark`): the same way
-        marks = [s.get("loss_mark", (0.0, 0.0)) for s in states]
-        state["loss_mark"] = [float(sum(m[i] for m in marks)) if layout.shard_rank == 0 else 0.0 for i in (0, 1)]
+    state.update(regroup_window_sums(states, layout.shard_rank))
     state.pop("loss_noise", None)  # the window's noise estimate restarts (`ScoreWindow.load_state_dict`)
     if isinstance(state.get("config"), dict):
         state["config"]["hsdp_shard_size"] = layout.shard_size  # now a state of this layout

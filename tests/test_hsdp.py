@@ -9,7 +9,7 @@ import pytest
 import torch
 from distributed import gloo_only, load_ranks, torchrun
 
-from hdet_hf.hsdp import check_no_accelerate_sharding, load_sharded_state
+from hdet_hf.hsdp import check_no_accelerate_sharding, load_sharded_state, regroup_window_sums
 
 pytestmark = pytest.mark.slow
 
@@ -453,3 +453,20 @@ def test_nccl_replica_groups(tmp_path, mode):
     check_replica_groups(ranks)
     crossing = {name for _, _, name, _ in cross_group(ranks, "train")}
     assert crossing == (set() if mode == "local" else {"all_reduce"})
+
+
+def test_a_regrouped_window_keeps_the_groups_means_over_the_vote_and_since_the_last_converge():
+    """Re-cutting a saved group of 2 shards (each summing its own items) for another shard size: the group's window
+    sums and the sums at its last converge (`ScoreWindow.mark`, a vote spanning converges) go whole to shard 0, so
+    the group's mean over the vote and since the last converge are unchanged; other shards start empty."""
+    saved = [
+        {"loss_sum": 6.0, "loss_weight": 3.0, "loss_mark": [2.0, 1.0]},
+        {"loss_sum": 10.0, "loss_weight": 4.0, "loss_mark": [4.0, 2.0]},
+    ]
+    first, other = regroup_window_sums(saved, 0), regroup_window_sums(saved, 1)
+    assert first == {"loss_sum": 16.0, "loss_weight": 7.0, "loss_mark": [6.0, 3.0]}
+    assert other == {"loss_sum": 0.0, "loss_weight": 0.0, "loss_mark": [0.0, 0.0]}
+    recent = (first["loss_sum"] - first["loss_mark"][0]) / (first["loss_weight"] - first["loss_mark"][1])
+    assert recent == (4.0 + 6.0) / (2.0 + 2.0)  # the two shards' steps since the converge, pooled
+    # A state saved before the mark existed: no mark to regroup (the window then began at the last converge).
+    assert "loss_mark" not in regroup_window_sums([{k: v for k, v in s.items() if k != "loss_mark"} for s in saved], 0)
