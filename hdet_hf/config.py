@@ -242,9 +242,9 @@ class HDETConfig:
             "/ T rounded) on the replicas' losses summed over all k windows, with the multipliers held; the converges "
             "between only average. 'run' (session 32): a vote at every converge, each moving lambda x T / T_default "
             "with momentum beta ^ (T / T_default). 'converge': a full lambda and beta at every converge (before "
-            "session 32). In a 2,000-step drop-in run with T 10, a start 30x below the sweep's best LR ended 1.067 / "
-            "1.107 / 1.453x the sweep's best loss (T 60: 1.038) and one at the best 1.002 / 1.001 / 1.022x "
-            "(BENCHMARKS.md, readings 37 and 38).",
+            "session 32). In a 2,000-step drop-in run with T 10 (3 seeds; 'converge' 2), a start 10-30x below the sweep's best LR "
+            "ended 1.055 / 1.123 / 1.453x the sweep's best loss (T 60: 1.031) and starts near the best 1.001-1.007 / "
+            "1.001-1.006 / 1.022-1.062x (BENCHMARKS.md, readings 37 and 38).",
             "choices": list(CONTROLLER_TIME_SCALES),
         },
     )
