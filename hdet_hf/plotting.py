@@ -65,8 +65,8 @@ def plot_schedule(schedule: HDETSchedule | Mapping[str, Any], path: str | os.Pat
     FigureCanvasAgg(fig)
     axes = fig.subplots(n_panels, 1, sharex=True, squeeze=False)[:, 0]
     fig.suptitle(
-        f"HDET schedule: {schedule.world_size} ranks, converge every {schedule.sync_interval} steps, "
-        f"{schedule.num_converges} converges"
+        f"HDET schedule: {schedule.world_size} ranks, converge every {schedule.sync_interval} steps"
+        f"{_vote_spacing(schedule)}, {schedule.num_converges} converges"
     )
 
     _plot_lr(axes[0], schedule)
@@ -159,6 +159,16 @@ def _mark_converges(ax: Any, schedule: HDETSchedule) -> None:
 
 
 # -- panels -----------------------------------------------------------------------------------------------
+
+
+def _vote_spacing(schedule: HDETSchedule) -> str:
+    """", a vote every V steps" where the controller voted at every k-th converge only (``--hdet_controller_time_scale
+    vote`` with a short T), read from the trajectory's active converges; "" otherwise."""
+    votes = [entry["step"] for entry in schedule.trajectory if entry.get("controller_active")]
+    gaps = {b - a for a, b in zip(votes, votes[1:])}
+    if len(gaps) == 1 and (gap := gaps.pop()) > schedule.sync_interval:
+        return f", a vote every {gap} steps"
+    return ""
 
 
 def _plot_lr(ax: Any, schedule: HDETSchedule) -> None:

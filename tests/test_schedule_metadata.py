@@ -14,7 +14,7 @@ import torch
 from fake_hub import fake_hub
 from matplotlib.figure import Figure
 
-from hdet_hf.plotting import _plot_lr, plot_schedule
+from hdet_hf.plotting import _plot_lr, _vote_spacing, plot_schedule
 from hdet_hf.schedule_metadata import (
     PLOT_FILENAME,
     SCHEDULE_FILENAME,
@@ -436,3 +436,16 @@ def test_final_scale_is_the_last_controller_scale_and_the_card_names_it() -> Non
     # A non-finite scale (a corrupted file) is skipped, not reported.
     schedule.trajectory[1]["scale"] = {"lr": float("nan")}
     assert schedule.final_scale() == 1.3
+
+
+def test_the_plot_title_says_when_the_controller_voted_at_every_kth_converge_only():
+    """--hdet_controller_time_scale vote with a short T: the controller is active at every 3rd converge of 3 steps,
+    so the title adds "a vote every 9 steps"; active at every converge (or never) it adds nothing."""
+    schedule = make_schedule(other=False)  # converges at steps 3, 6, 9
+    for entry in schedule.trajectory:
+        entry["controller_active"] = True
+    assert _vote_spacing(schedule) == ""  # a vote at every converge
+    for entry, step in zip(schedule.trajectory, (9, 18, 27)):  # only every 3rd converge voted
+        entry["step"] = step
+    assert _vote_spacing(schedule) == ", a vote every 9 steps"
+    assert _vote_spacing(make_schedule()) == ""  # no controller_active entries
