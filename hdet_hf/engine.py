@@ -135,7 +135,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         # Cool-down signals: the training loss of the unwrapped model on cool-down batch i (same on every rank).
         self.cooldown_loss_fn: Callable[[int], torch.Tensor] | None = None
         self.cooldown_max_grad_norm: float | None = None  # the training loop's clipping, applied in cool-downs
-        # 2 replicas: cuts at half a step; a T shorter than the default's: smaller, smoother moves per converge.
+        # 2 replicas: cuts at half a step; a vote shorter than the default interval: smaller, smoother moves.
         interval_share = config.controller_interval_share(total_steps)
         self.settings = ControllerSettings.from_config(config, self.world_size, interval_share)
         # With controller_time_scale="vote" and a T shorter than the default interval, the controller votes at
@@ -145,7 +145,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         if config.auto_lr and config.sync_interval < default_interval and self.world_size > 1:
             numbers = dict(
                 t=config.sync_interval, n=total_steps, d=default_interval, v=self.vote_interval,
-                k=config.converges_per_vote(total_steps),
+                k=self.vote_interval // config.sync_interval,
             )  # fmt: skip
             how = SHORT_INTERVAL_HOW[config.controller_time_scale].format(**numbers)
             warnings.warn(SHORT_INTERVAL.format(how=how, **numbers), stacklevel=2)

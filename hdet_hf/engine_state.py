@@ -60,7 +60,8 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # Session-30 controller_two_replica_cut_gain likewise: it acts only with two replicas; a two-replica checkpoint from
 # before it cuts at the new gain from the resume on.
 # Session-32 controller_time_scale: earlier checkpoints moved lambda per converge; it changes nothing where T is the
-# default interval or longer, so there it is ignored (see check_resumed_settings) and elsewhere the resume is refused.
+# default interval or longer, so there it is ignored (see check_resumed_settings) and elsewhere the resume is refused
+# (also a session-32 checkpoint, "run", under session 33's default "vote").
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,
