@@ -470,3 +470,26 @@ def test_a_regrouped_window_keeps_the_groups_means_over_the_vote_and_since_the_l
     assert recent == (4.0 + 6.0) / (2.0 + 2.0)  # the two shards' steps since the converge, pooled
     # A state saved before the mark existed: no mark to regroup (the window then began at the last converge).
     assert "loss_mark" not in regroup_window_sums([{k: v for k, v in s.items() if k != "loss_mark"} for s in saved], 0)
+
+
+def test_votes_across_converges_resume_between_a_converge_and_the_vote(tmp_path):
+    """--hdet_controller_time_scale vote across replica groups: T 4 in a 12-step run (default interval 10) votes at
+    step 8 only (k 2); the converge at step 4 averages and keeps each group's window. A checkpoint at step 6 (between
+    them) resumes bit for bit: the groups' window sums since step 0 survive the save (the mark of step 4, which only
+    the divergence guard reads, has its own round trip in test_noise_floor)."""
+    dump, ckpt, resumed_dump = (tmp_path / name for name in ("full", "ckpt", "resumed"))
+    for folder in (dump, ckpt, resumed_dump):
+        folder.mkdir()
+    common = ["--auto_lr", "--time_scale", "vote"]
+    torchrun("hsdp_worker.py", NPROC, ["local", str(dump), str(STEPS), *common, "--save_at", "6", str(ckpt)])
+    torchrun("hsdp_worker.py", NPROC, ["local", str(resumed_dump), str(STEPS), *common, "--resume", str(ckpt)])
+    reference, resumed = load_ranks(dump, NPROC), load_ranks(resumed_dump, NPROC)
+    scales = [reference[0]["steps"][step]["scale"] for step in range(1, STEPS + 1)]
+    # Read after each step: moved at step 8's vote only (not at the converges of steps 4 and 12).
+    assert scales[:7] == [1.0] * 7 and scales[7] != 1.0 and scales[8:] == [scales[7]] * (STEPS - 8)
+    assert all(r["steps"][step]["scale"] == scales[step - 1] for r in reference for step in range(1, STEPS + 1))
+    for a, b in zip(reference, resumed):
+        for step in range(7, STEPS + 1):
+            assert b["steps"][step]["lr"] == a["steps"][step]["lr"]
+            assert same(b["steps"][step]["post"], a["steps"][step]["post"]), f"rank {a['rank']} step {step}"
+            assert b["steps"][step]["scale"] == a["steps"][step]["scale"]

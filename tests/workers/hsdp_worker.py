@@ -93,6 +93,7 @@ def main() -> None:
     parser.add_argument("--resume")
     parser.add_argument("--shard", type=int, default=2)
     parser.add_argument("--auto_lr", action="store_true")
+    parser.add_argument("--time_scale", default="run", help="HDETConfig.controller_time_scale")
     parser.add_argument("--cuda", action="store_true", help="NCCL, one GPU per process (the GPU test)")
     args = parser.parse_args()
 
@@ -106,7 +107,9 @@ def main() -> None:
         hsdp_shard_size=args.shard,
         gradient_sync=args.mode,
         sync_interval=4,
-        controller_time_scale="run",  # a vote at every converge (T 4 is shorter than the default interval)
+        # A vote at every converge by default here (T 4 is shorter than the default interval); --time_scale vote: at
+        # every 2nd.
+        controller_time_scale=args.time_scale,
         lr_spread=0.5,
         explore_until=1.0,  # groups apart between every pair of converges (the default ends it halfway)
         auto_lr=args.auto_lr,
