@@ -25,6 +25,7 @@ same loop, the same data order and the same schedule (`OneCycleAutoLR` with no s
   ``readme_T10``: ``readme`` with ``model_sync_interval=10`` and "run". ``no_probe_no_model_T10_vote`` and
   ``readme_T10_vote``: the same with ``controller_time_scale="vote"`` (the default since session 33: a vote every 6
   converges at 2,000 steps, the default interval's length; the converges between only average).
+  ``no_probe_no_model_T20_vote`` and ``no_probe_no_model_T20``: ``model_sync_interval=20``, "vote" and "run".
 - ``paper``: the reference's own defaults with auto-LR on (additive, temperature 0.002, lambda 0.5, beta 0.9,
   spread 0.5), interval and warm-up as ``readme``; ``paper_no_horizon`` the same with ``comparison_horizon=0``
   (what ``paper`` ran before session 31).
@@ -116,6 +117,11 @@ HDET_ROWS: dict[str, tuple[dict[str, Any], bool, str | None]] = {
         {**NO_HORIZON, "model_sync_interval": 10, "controller_time_scale": "vote"}, False, None
     ),
     "readme_T10_vote": ({**README_KWARGS, "model_sync_interval": 10, "controller_time_scale": "vote"}, True, "module"),
+    # Another short T (a vote every 3 converges at 2,000 steps), each way.
+    "no_probe_no_model_T20_vote": (
+        {**NO_HORIZON, "model_sync_interval": 20, "controller_time_scale": "vote"}, False, None
+    ),
+    "no_probe_no_model_T20": ({**NO_HORIZON, "model_sync_interval": 20, "controller_time_scale": "run"}, False, None),
     "paper": (PAPER_KWARGS, False, "module"),
     "paper_no_horizon": ({**PAPER_KWARGS, "comparison_horizon": 0.0}, False, "module"),
 }
