@@ -242,9 +242,9 @@ class HDETConfig:
             "/ T rounded) on the replicas' losses summed over all k windows, with the multipliers held; the converges "
             "between only average. 'run' (session 32): a vote at every converge, each moving lambda x T / T_default "
             "with momentum beta ^ (T / T_default). 'converge': a full lambda and beta at every converge (before "
-            "session 32). In a 2,000-step drop-in run with T 10 (3 seeds; 'converge' 2), a start 10-30x below the sweep's best LR "
-            "ended 1.055 / 1.123 / 1.453x the sweep's best loss (T 60: 1.031) and starts near the best 1.001-1.007 / "
-            "1.001-1.006 / 1.022-1.062x (BENCHMARKS.md, readings 37 and 38).",
+            "session 32). In a 2,000-step drop-in run with T 10 (3 seeds; 'converge' 2), a start 10-30x below the "
+            "sweep's best LR ended 1.055 / 1.123 / 1.453x the sweep's best loss (T 60: 1.031) and starts near the best "
+            "1.001-1.007 / 1.001-1.006 / 1.022-1.062x (BENCHMARKS.md, readings 37 and 38).",
             "choices": list(CONTROLLER_TIME_SCALES),
         },
     )
@@ -837,10 +837,8 @@ class HDETConfig:
         """The controller's interval (T, or with ``controller_time_scale="vote"`` the steps between votes) over the
         default interval (`sync_interval`'s default resolved for ``total_steps``), at most 1: the share of its
         per-interval lambda that one vote takes (1 with "converge"). 1 wherever T is the default's or longer."""
-        if self.controller_time_scale == "converge":
-            return 1.0
-        votes_every = self.resolve_sync_interval(total_steps) * self.converges_per_vote(total_steps)
-        return min(1.0, votes_every / self.default_sync_interval(total_steps))
+        # k converges of T / T_default each (k is 1 wherever T is the default's or longer, and that share 1).
+        return min(1.0, self.converges_per_vote(total_steps) * self.converge_share(total_steps))
 
     def converge_share(self, total_steps: int) -> float:
         """T over the default interval, at most 1 (1 with ``controller_time_scale="converge"``): how much closer
