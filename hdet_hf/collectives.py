@@ -27,6 +27,7 @@ __all__ = [
     "fused_average_",
     "broadcast_tensors_",
     "gather_floats",
+    "gather_rows",
     "iter_buckets",
     "NoContributorError",
     "Workspace",
@@ -181,6 +182,24 @@ def fused_average_(
             offset += n
     assert stats is not None
     return stats[:, :k], total_weight
+
+
+def gather_rows(
+    stats_row: torch.Tensor,
+    rank: int,
+    world_size: int,
+    *,
+    device: torch.device | None = None,
+    group: dist.ProcessGroup | None = None,
+) -> torch.Tensor:
+    """Every rank's ``stats_row`` as a ``[world_size, K]`` float64 tensor (on the CPU): the statistics part of
+    `fused_average_` alone, one all-reduce of ``world_size x K`` numbers (on ``device``, which NCCL needs to be
+    the rank's GPU), for a converge that averages nothing."""
+    block = torch.zeros(world_size, stats_row.numel(), dtype=torch.float64, device=device)
+    block[rank] = stats_row.to(device=block.device, dtype=torch.float64)
+    if world_size > 1:
+        dist.all_reduce(block, op=dist.ReduceOp.SUM, group=group)
+    return block.cpu()
 
 
 def broadcast_tensors_(

@@ -240,12 +240,27 @@ class HDETConfig:
             "(0.03 of the run, at least 10 steps; at the default T or longer all three are the same). 'vote' (default "
             "since session 33): the controller votes once per default interval (every k-th converge, k = T_default "
             "/ T rounded) on the replicas' losses summed over all k windows, with the multipliers held; the converges "
-            "between only average. 'run' (session 32): a vote at every converge, each moving lambda x T / T_default "
+            "between only average (or, in step-size intervals, keep the replicas apart: "
+            "--hdet_keep_fan_out_between_votes). 'run' (session 32): a vote at every converge, each moving lambda x T / T_default "
             "with momentum beta ^ (T / T_default). 'converge': a full lambda and beta at every converge (before "
             "session 32). In a 2,000-step drop-in run with T 10 (3 seeds; 'converge' 2), a start 10-30x below the "
             "sweep's best LR ended 1.055 / 1.123 / 1.453x the sweep's best loss (T 60: 1.031) and starts near the best "
             "1.001-1.007 / 1.001-1.006 / 1.022-1.062x (BENCHMARKS.md, readings 37 and 38).",
             "choices": list(CONTROLLER_TIME_SCALES),
+        },
+    )
+    keep_fan_out_between_votes: bool = field(
+        default=True,
+        metadata={
+            "help": "With --hdet_controller_time_scale vote and votes every k > 1 converges: in a step-size interval "
+            "with shared gradients, where the replicas differ only by their step sizes along one path, the "
+            "converges between votes exchange the replicas' statistics (the divergence guard still resets a "
+            "diverged replica to the average) but leave each replica where it is, so the vote compares step "
+            "sizes over its whole window, not over the last T steps. Offset intervals (the comparison horizon) "
+            "and local mode average as before. Default since session 34: in a 2,000-step drop-in run with T 10 "
+            "(2 processes, 3 seeds) a start 10-30x below the sweep's best LR ended 1.038x (was 1.055x; "
+            "T 60: 1.031x) (BENCHMARKS.md, reading 39). --no_hdet_keep_fan_out_between_votes averages at every "
+            "converge (session 33)."
         },
     )
     controller_raise_gain: float = field(

@@ -31,7 +31,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .centre_point import centre_after_offsets, centre_after_step_size, uses_centre_point
-from .collectives import NoContributorError, fused_average_
+from .collectives import NoContributorError, fused_average_, gather_rows
 from .config import HDETConfig
 from .controller import ControllerSettings
 from .controller_step import ControllerStep
@@ -178,6 +178,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         self.steps_in_interval = 0  # since the last vote (regular converge with k = 1); identical on every rank
         # Since the last converge of any kind: 0 means the replicas are identical (see `force_converge`).
         self.steps_since_converge = 0
+        self.fan_out_kept = False  # the last converge left the replicas apart (`keeps_fan_out`)
         self.last_report: ConvergeReport | None = None
         self.health = ReplicaHealth(config.divergence_factor)
         self.fitness = FitnessWeights(config.controller_temperature, config.controller_temperature_mode)
@@ -279,8 +280,9 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
     def force_converge(self) -> ConvergeReport | None:
         """Average now (before evaluating or saving), without a controller update; None when nothing moved
         since the last converge (the replicas are identical, so there is nothing to average)."""
-        # Offsets set at the last converge (`horizon`) also make the replicas differ, before any step.
-        moved = self.steps_since_converge > 0 or self.horizon.offsets_in_place
+        # Offsets set at the last converge (`horizon`), or a converge that averaged nothing (`keeps_fan_out`), also
+        # leave the replicas apart, before any step.
+        moved = self.steps_since_converge > 0 or self.horizon.offsets_in_place or self.fan_out_kept
         return self.converge(regular=False) if moved else None
 
     @property
@@ -308,15 +310,40 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         layout = StatsLayout(self.registry.names)
         vote = regular and self.step % self.vote_interval == 0
         mine, probed = self._score(layout, vote)
-        gathered = self._exchange(layout, mine, self._average_weight(layout, mine, vote))
-        self.horizon.offsets_in_place = False  # every replica holds the average now
+        kept = regular and not vote and self.keeps_fan_out()
+        if kept:
+            gathered = layout.read(
+                gather_rows(mine, self.rank, self.world_size, device=self.replica.param_data()[0].device, group=self.group)
+            )
+            # A diverged replica is still reset to the healthy ones' average, as at any converge.
+            kept = not gathered.excluded_ranks()
+        self.fan_out_kept = kept
+        if not kept:
+            gathered = self._exchange(layout, mine, self._average_weight(layout, mine, vote))
+            self.horizon.offsets_in_place = False  # every replica holds the average now
         if not regular:
             self.centre_intact = False  # the interval no longer runs from one start (`centre_point`)
         report = self._decide(
-            gathered, healthy=bool(mine[layout.HEALTHY] > 0.5), regular=regular, vote=vote, probed=probed
+            gathered, healthy=bool(mine[layout.HEALTHY] > 0.5), regular=regular, vote=vote, probed=probed, kept=kept
         )
         self._record(report)
         return report
+
+    def keeps_fan_out(self) -> bool:
+        """Whether this regular converge between votes leaves every replica where it is instead of averaging
+        (``keep_fan_out_between_votes``): in a step-size interval with shared gradients the replicas differ only
+        by their step sizes along one path, so an average would only restart the fan-out the next vote compares."""
+        return (
+            self.config.keep_fan_out_between_votes
+            and self.vote_interval > self.config.sync_interval
+            # A horizon runs only on shared gradients (checked at a fresh run's first step, so also after a resume).
+            and self.horizon.enabled
+            and self.registry.names == [LR]
+            and not self.outer.enabled
+            and self.controller_active()
+            and self.step < self.explore_until_step
+            and not self.compares_over_horizon()
+        )
 
     def _score(self, layout: StatsLayout, vote: bool) -> tuple[torch.Tensor, bool]:
         """This replica's row (no communication): its window loss, the controller's signal, whether it is
@@ -439,10 +466,11 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         return layout.read(table)
 
     def _decide(
-        self, gathered: GatheredStats, *, healthy: bool, regular: bool, vote: bool, probed: bool
+        self, gathered: GatheredStats, *, healthy: bool, regular: bool, vote: bool, probed: bool, kept: bool = False
     ) -> ConvergeReport:
         """Act on what was gathered: reset a diverged replica, move the divergence reference, and (regular
-        converges) take the outer step and (votes) run the controller and draw the next interval's permutations."""
+        converges) take the outer step and (votes) run the controller and draw the next interval's permutations.
+        ``kept``: nothing was averaged (`keeps_fan_out`)."""
         losses, excluded = gathered.losses.tolist(), gathered.excluded_ranks()
         recent = gathered.recent_losses.tolist()
         if excluded:
@@ -472,7 +500,11 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         # The next steps' interval: a new one after a vote; between votes the same one goes on (its multipliers
         # and offsets are held, its window keeps summing).
         next_start = self.step if vote else self.step - self.steps_in_interval
-        if self.horizon.enabled:
+        if kept:
+            # The anchor stays where the replicas' step-size fan-out started (the centre is still rebuilt from it);
+            # Z is discounted as at any converge and takes this stretch's update at the next average.
+            self.horizon.discount_()
+        elif self.horizon.enabled:
             if self.step < self.explore_until_step:
                 # Each replica starts the next interval at the average + (1 - decay)(m_r - 1) x the run's
                 # recent direction (`horizon`).
@@ -486,12 +518,14 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
                     self.horizon.offset_(self.replica.param_data(), amount)
             else:
                 self.horizon.release()  # exploration is over: the two parameter copies are not needed again
-        # The next interval's centre is known if it starts at the anchor (step size) or at offsets along Z.
-        self.centre_intact = self.uses_centre and (
-            self.horizon.offsets_in_place
-            if self._compares_over_horizon_from(next_start)
-            else self.horizon.anchors is not None
-        )
+        # The next interval's centre is known if it starts at the anchor (step size) or at offsets along Z; a kept
+        # converge leaves it as it was.
+        if not kept:
+            self.centre_intact = self.uses_centre and (
+                self.horizon.offsets_in_place
+                if self._compares_over_horizon_from(next_start)
+                else self.horizon.anchors is not None
+            )
         if not vote:
             self.window.mark()
             return report

@@ -61,7 +61,8 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # before it cuts at the new gain from the resume on.
 # Session-32 controller_time_scale: earlier checkpoints moved lambda per converge; it changes nothing where T is the
 # default interval or longer, so there it is ignored (see check_resumed_settings) and elsewhere the resume is refused
-# (also a session-32 checkpoint, "run", under session 33's default "vote").
+# (also a session-32 checkpoint, "run", under session 33's default "vote"). Session-34 keep_fan_out_between_votes:
+# session-33 checkpoints averaged at every converge; it matters only with "vote" and k > 1 (ignored elsewhere).
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,
@@ -74,6 +75,7 @@ LEGACY_VALUES = {
     "lr_fan_out_scale": 1.0,
     "controller_line_search_breaks_ties": False,
     "controller_time_scale": "converge",
+    "keep_fan_out_between_votes": False,
 }
 # Settings measured, not adopted and removed, with the value today's engine behaves as. A checkpoint saved with
 # another value ran a protocol this version cannot continue: refused, never silently continued without it.
@@ -240,6 +242,10 @@ def check_resumed_settings(
                 values.pop("early_comparison", None)  # ignored without an early phase
             if replace(config, controller_time_scale="run").controller_interval_share(total_steps) == 1:
                 values.pop("controller_time_scale", None)  # the same moves either way: T is the default's or longer
+            if values.get("controller_time_scale", config.controller_time_scale) != "vote" or (
+                config.converges_per_vote(total_steps) == 1
+            ):
+                values.pop("keep_fan_out_between_votes", None)  # a vote at every converge: nothing between to keep
             if values.get("controller_line_search_threshold") == 0:
                 values.pop("controller_line_search_breaks_ties", None)  # ignored without the line search
                 values.pop("controller_line_search_max_raise", None)

@@ -104,6 +104,14 @@ class HorizonOffsets:
             anchor.copy_(param)
 
     @torch.no_grad()
+    def discount_(self) -> None:
+        """A regular converge that averaged nothing (`HDETEngine.keeps_fan_out`): ``Z *= decay``, the anchor kept, so
+        the next `update_` adds the whole update since the anchor with the discount of every converge between."""
+        if self.directions is not None:
+            for direction in self.directions:
+                direction.mul_(self.decay)
+
+    @torch.no_grad()
     def offset_(self, params: Sequence[torch.Tensor], amount: float) -> None:
         """In place: ``params += amount * Z`` (``amount`` is this replica's ``m_r - 1``)."""
         self.offsets_in_place = True

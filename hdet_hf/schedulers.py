@@ -174,7 +174,9 @@ class OneCycleAutoLR(OneCycleLR):
     shorter than 3 % of the run the controller still votes once per 3 % of the run, on the windows of every converge
     since its last vote summed (the converges between only average); "run": a vote at every converge, each moving
     lambda x T / T_default with momentum beta ^ (T / T_default); "converge": full moves at every converge, as the
-    reference.
+    reference. ``keep_fan_out_between_votes`` (``--hdet_keep_fan_out_between_votes``, default True): with "vote", the
+    converges between votes of a step-size interval leave each replica where it is (shared gradients: they differ
+    only by their step sizes), so the vote compares step sizes over its whole window.
 
     Example:
         >>> import torch
@@ -229,6 +231,7 @@ class OneCycleAutoLR(OneCycleLR):
         noise_floor: str = HDETConfig.controller_noise_floor,
         abstain_within_noise: str = HDETConfig.controller_abstain_within_noise,
         controller_time_scale: str = HDETConfig.controller_time_scale,
+        keep_fan_out_between_votes: bool = HDETConfig.keep_fan_out_between_votes,
     ) -> None:
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
@@ -321,6 +324,7 @@ class OneCycleAutoLR(OneCycleLR):
             controller_noise_floor=noise_floor,
             controller_abstain_within_noise=abstain_within_noise,
             controller_time_scale=controller_time_scale,
+            keep_fan_out_between_votes=keep_fan_out_between_votes,
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
             controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )

@@ -99,6 +99,7 @@ class HDETTrainingArguments(TrainingArguments):
     hdet_controller_momentum: float = hdet_field("controller_momentum")
     hdet_controller_update: str = hdet_field("controller_update")
     hdet_controller_time_scale: str = hdet_field("controller_time_scale")
+    hdet_keep_fan_out_between_votes: bool = hdet_field("keep_fan_out_between_votes")
     hdet_controller_raise_gain: float = hdet_field("controller_raise_gain")
     hdet_controller_two_replica_cut_gain: float = hdet_field("controller_two_replica_cut_gain")
     hdet_controller_signal_combination: str = hdet_field("controller_signal_combination")

@@ -23,9 +23,11 @@ same loop, the same data order and the same schedule (`OneCycleAutoLR` with no s
   vote at every converge, lambda x T / T_default: session 32's default); ``no_probe_no_model_T10_converge`` the
   same with ``controller_time_scale="converge"`` (lambda and beta per converge, the library before session 32);
   ``readme_T10``: ``readme`` with ``model_sync_interval=10`` and "run". ``no_probe_no_model_T10_vote`` and
-  ``readme_T10_vote``: the same with ``controller_time_scale="vote"`` (the default since session 33: a vote every 6
-  converges at 2,000 steps, the default interval's length; the converges between only average).
-  ``no_probe_no_model_T20_vote`` and ``no_probe_no_model_T20``: ``model_sync_interval=20``, "vote" and "run".
+  ``readme_T10_vote``: the same with ``controller_time_scale="vote"`` (session 33: a vote every 6 converges at 2,000
+  steps, the default interval's length; the converges between only average: ``keep_fan_out_between_votes=False``);
+  ``no_probe_no_model_T10_keep`` and ``readme_T10_keep``: "vote" with the fan-out kept between votes (the default
+  since session 34). ``no_probe_no_model_T20_vote``, ``no_probe_no_model_T20_keep`` and ``no_probe_no_model_T20``:
+  ``model_sync_interval=20``, "vote" (averaging), "vote" (kept) and "run".
 - ``paper``: the reference's own defaults with auto-LR on (additive, temperature 0.002, lambda 0.5, beta 0.9,
   spread 0.5), interval and warm-up as ``readme``; ``paper_no_horizon`` the same with ``comparison_horizon=0``
   (what ``paper`` ran before session 31).
@@ -92,6 +94,8 @@ PAPER_KWARGS: dict[str, Any] = dict(
     ensemble_lr_spread_ratio=0.5, model_sync_interval=0.03, enable_auto_lr=True, auto_lr_warmup_steps=0.1
 )
 NO_HORIZON = {k: v for k, v in README_KWARGS.items() if k != "comparison_horizon"}
+T10_VOTE = {"model_sync_interval": 10, "controller_time_scale": "vote"}
+T20_VOTE = {"model_sync_interval": 20, "controller_time_scale": "vote"}
 HDET_ROWS: dict[str, tuple[dict[str, Any], bool, str | None]] = {
     # name: (OneCycleAutoLR keywords, whether the loop passes probe_fn, which model it passes as model=)
     "readme": (README_KWARGS, True, "module"),
@@ -112,15 +116,18 @@ HDET_ROWS: dict[str, tuple[dict[str, Any], bool, str | None]] = {
         {**NO_HORIZON, "model_sync_interval": 10, "controller_time_scale": "converge"}, False, None
     ),
     "readme_T10": ({**README_KWARGS, "model_sync_interval": 10, "controller_time_scale": "run"}, True, "module"),
-    # T 10 with votes over the default interval (controller_time_scale="vote": converges between votes only average).
-    "no_probe_no_model_T10_vote": (
-        {**NO_HORIZON, "model_sync_interval": 10, "controller_time_scale": "vote"}, False, None
-    ),
-    "readme_T10_vote": ({**README_KWARGS, "model_sync_interval": 10, "controller_time_scale": "vote"}, True, "module"),
-    # Another short T (a vote every 3 converges at 2,000 steps), each way.
+    # T 10 with votes over the default interval (controller_time_scale="vote"), session 33's: every converge between
+    # votes averages.
+    "no_probe_no_model_T10_vote": ({**NO_HORIZON, **T10_VOTE, "keep_fan_out_between_votes": False}, False, None),
+    "readme_T10_vote": ({**README_KWARGS, **T10_VOTE, "keep_fan_out_between_votes": False}, True, "module"),
+    # The default since session 34: the converges between votes of a step-size interval keep the replicas apart.
+    "no_probe_no_model_T10_keep": ({**NO_HORIZON, **T10_VOTE}, False, None),
+    "readme_T10_keep": ({**README_KWARGS, **T10_VOTE}, True, "module"),
+    # Another short T (a vote every 3 converges at 2,000 steps), each way, and with the fan-out kept.
     "no_probe_no_model_T20_vote": (
-        {**NO_HORIZON, "model_sync_interval": 20, "controller_time_scale": "vote"}, False, None
+        {**NO_HORIZON, **T20_VOTE, "keep_fan_out_between_votes": False}, False, None
     ),
+    "no_probe_no_model_T20_keep": ({**NO_HORIZON, **T20_VOTE}, False, None),
     "no_probe_no_model_T20": ({**NO_HORIZON, "model_sync_interval": 20, "controller_time_scale": "run"}, False, None),
     "paper": (PAPER_KWARGS, False, "module"),
     "paper_no_horizon": ({**PAPER_KWARGS, "comparison_horizon": 0.0}, False, "module"),

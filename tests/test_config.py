@@ -75,6 +75,7 @@ def test_defaults_are_the_settings_the_quality_benchmark_chose():
     assert c.controller_raise_gain == 2.0  # reading 15
     assert c.controller_two_replica_cut_gain == 0.5  # reading 35
     assert c.controller_time_scale == "vote"  # reading 38
+    assert c.keep_fan_out_between_votes is True  # reading 39
     assert c.controller_signal_combination == "agree_mean"  # reading 18
     assert c.controller_floor_after_peak is True  # reading 21
     assert (c.controller_line_search_threshold, c.controller_line_search_max_raise) == (

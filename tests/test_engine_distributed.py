@@ -522,16 +522,23 @@ def test_comparison_horizon_offsets_replicas_along_the_discounted_direction(tmp_
     assert any(z.abs().sum() > 0 for z in records[0][-2]["directions"])
 
 
-def test_votes_span_several_converges_with_controller_time_scale_vote(tmp_path):
+@pytest.fixture(scope="module")
+def vote_runs(tmp_path_factory):
+    """The runs of engine_worker's ``votes`` scenario on 2 processes (one launch for the tests below)."""
+    skip_unless_backend_fits(2)
+    out = tmp_path_factory.mktemp("votes")
+    torchrun("engine_worker.py", 2, ["votes", str(out)])
+    return load_ranks(out, 2)
+
+
+def test_votes_span_several_converges_with_controller_time_scale_vote(vote_runs):
     """--hdet_controller_time_scale vote, T 10 in a 1,000-step run (default interval 30): every 10 steps the
     parameters are averaged (bit-identical on both ranks, the mean of what they held), but the controller votes only
     at steps 30 and 60, on each rank's item-weighted loss over the 30 steps since the last vote; between votes the
     multipliers are held. A higher LR does worse here, so each vote cuts. A resume between a converge and the vote
     continues bit for bit; with offsets along the run's direction the same holds. A blow-up in the vote's last
     10 steps (20x the loss on rank 1) is caught by the divergence guard, which judges those 10 steps, not all 30."""
-    skip_unless_backend_fits(2)
-    torchrun("engine_worker.py", 2, ["votes", str(tmp_path)])
-    ranks = load_ranks(tmp_path, 2)
+    ranks = vote_runs
     for name in ("plain", "resumed", "horizon", "blow_up"):
         run = [r[name] for r in ranks]
         assert run[0]["vote_interval"] == 30
@@ -579,3 +586,55 @@ def test_votes_span_several_converges_with_controller_time_scale_vote(tmp_path):
     blow_up = {c["step"]: c for c in ranks[0]["blow_up"]["converges"]}
     assert blow_up[10]["excluded"] == blow_up[20]["excluded"] == []
     assert blow_up[30]["excluded"] == [1]
+
+
+def test_step_size_fan_out_survives_the_converges_between_votes(vote_runs):
+    """--hdet_keep_fan_out_between_votes (default) with T 10 and a vote every 30 steps, shared gradients, step-size
+    intervals: the converges at 10, 20 (and 40, 50, 70) exchange the statistics but leave every replica's parameters
+    bit for bit where they were, so each replica's displacement since the vote at 30 is its own step size times one
+    shared path; the votes at 30 and 60 average. Off, every converge averages and that proportion breaks. A resume
+    at step 25 (after a converge that kept the replicas apart) continues bit for bit; a blow-up on rank 1 in steps
+    11-20 is still reset to rank 0's weights at step 20; a forced converge (before saving) right after a kept one
+    averages."""
+    ranks = vote_runs
+    kept = [{c["step"]: c for c in r["kept"]["converges"]} for r in ranks]
+    assert sorted(kept[0]) == [10, 20, 30, 40, 50, 60, 70]
+    assert kept[0][10]["multipliers"] == kept[0][20]["multipliers"] == kept[0][30]["multipliers"]
+    for step in (10, 20, 40, 50, 70):
+        for r in range(2):
+            assert all(torch.equal(a, b) for a, b in zip(kept[r][step]["after"], kept[r][step]["before"])), step
+        assert not torch.equal(kept[0][step]["after"][0], kept[1][step]["after"][0])  # apart
+    for step in (30, 60):
+        for a, b, x, y in zip(kept[0][step]["after"], kept[1][step]["after"], kept[0][step]["before"], kept[1][step]["before"]):
+            assert torch.equal(a, b)
+            torch.testing.assert_close(a, (x + y) / 2, rtol=0, atol=1e-6)
+    assert kept[0][30]["scale"] != 1.0 and kept[0][20]["scale"] == 1.0  # the controller moves at votes only
+
+    def displacement_ratio(run: str) -> torch.Tensor:
+        """Rank 0's over rank 1's displacement from the vote at 30 to step 50, per parameter element."""
+        by_rank = [{c["step"]: c for c in r[run]["converges"] if "forced" not in c} for r in ranks]
+        start = torch.cat([p.flatten() for p in by_rank[0][30]["after"]])
+        moved = [torch.cat([p.flatten() for p in b[50]["before"]]) - start for b in by_rank]
+        return moved[0] / moved[1]
+
+    # Kept: w_r = w_30 + s_r x D, so every element's ratio is s_0 / s_1 (the stepped multipliers 1 +/- 0.4 x 0.5).
+    ratio = displacement_ratio("kept")
+    assert sorted([ratio[0].item(), 1 / ratio[0].item()]) == pytest.approx([0.8 / 1.2, 1.2 / 0.8], rel=1e-4)
+    torch.testing.assert_close(ratio, ratio[0].expand_as(ratio), rtol=1e-4, atol=0)
+    off = displacement_ratio("kept_off")
+    assert (off - off[0]).abs().max() > 1e-3  # averaged at 40: the fan-out restarted there
+    for r in range(2):
+        off_by_step = {c["step"]: c for c in ranks[r]["kept_off"]["converges"]}
+        assert torch.equal(off_by_step[20]["after"][0], {c["step"]: c for c in ranks[1 - r]["kept_off"]["converges"]}[20]["after"][0])
+        for a, b in zip(ranks[r]["kept_resumed"]["converges"], ranks[r]["kept"]["converges"]):
+            assert (a["step"], a["losses"], a["scale"], a["multipliers"]) == (b["step"], b["losses"], b["scale"], b["multipliers"])
+            assert all(torch.equal(x, y) for x, y in zip(a["after"], b["after"]))
+    blow_up = [{c["step"]: c for c in r["kept_blow_up"]["converges"]} for r in ranks]
+    assert blow_up[0][10]["excluded"] == [] and blow_up[0][20]["excluded"] == [1]
+    for a, b, x in zip(blow_up[0][20]["after"], blow_up[1][20]["after"], blow_up[0][20]["before"]):
+        assert torch.equal(a, b) and torch.equal(a, x)  # the healthy average is rank 0's weights
+    forced = [[c for c in r["kept_forced"]["converges"] if "forced" in c] for r in ranks]
+    assert forced[0][0]["step"] == 20 and forced[0][0]["forced"]
+    for a, b, x, y in zip(forced[0][0]["after"], forced[1][0]["after"], kept[0][20]["after"], kept[1][20]["after"]):
+        assert torch.equal(a, b)
+        torch.testing.assert_close(a, (x + y) / 2, rtol=0, atol=1e-6)

@@ -35,6 +35,20 @@ def test_direction_is_the_discounted_sum_of_interval_updates():
     assert offsets.directions[0].tolist() == [4.25, 5.0]
 
 
+def test_a_converge_that_averaged_nothing_discounts_z_and_keeps_the_anchor():
+    """`discount_` (the engine kept the replicas apart): Z decays as at any converge, the anchor stays, and the next
+    update takes the whole displacement since the anchor."""
+    offsets = HorizonOffsets(0.5)
+    p = torch.tensor([1.0, 2.0])
+    offsets.update_([p])
+    offsets.update_([p + torch.tensor([2.0, 0.0])])  # Z = (2, 0), anchor (3, 2)
+    offsets.discount_()
+    assert offsets.directions[0].tolist() == [1.0, 0.0] and offsets.anchors[0].tolist() == [3.0, 2.0]
+    offsets.update_([torch.tensor([3.0, 6.0])])  # 4 more along the second axis since the anchor
+    assert offsets.directions[0].tolist() == [0.5, 4.0] and offsets.anchors[0].tolist() == [3.0, 6.0]
+    HorizonOffsets(0.5).discount_()  # before any update: nothing to discount
+
+
 def test_offsets_average_to_zero_over_symmetric_multipliers():
     offsets = HorizonOffsets(0.5)
     offsets.update_([torch.zeros(3)])

@@ -475,3 +475,33 @@ def test_the_controller_time_scale_cannot_change_on_resume_where_it_changes_the_
     old = _engine(**at_default).state_dict()
     del old["config"]["controller_time_scale"]
     _engine(**at_default).load_state_dict(old)
+
+
+def test_keeping_the_fan_out_between_votes_cannot_change_on_resume_where_there_are_converges_between():
+    """--hdet_keep_fan_out_between_votes decides whether the replicas were averaged between votes so far: with T 2
+    of a 100-step run (default interval 10, a vote every 5 converges) another value is refused by name, and a
+    checkpoint from before the setting (session 33: it averaged) resumes only with it off. With a vote at every
+    converge (T 2 of a 4-step run) there is nothing between votes and the setting is ignored."""
+
+    def engine(**config) -> HDETEngine:
+        model = torch.nn.Linear(2, 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            settings = HDETConfig(sync_interval=2, auto_lr=True, **config)
+            return HDETEngine(settings, model, torch.optim.SGD(model.parameters(), lr=0.1), 100)
+
+    assert engine().vote_interval == 10
+    state = engine(keep_fan_out_between_votes=False).state_dict()
+    with pytest.raises(
+        ValueError,
+        match=r"saved with --hdet_keep_fan_out_between_votes False, but this run has --hdet_keep_fan_out_between_votes True",
+    ):
+        engine().load_state_dict(state)
+    del state["config"]["keep_fan_out_between_votes"]  # session 33's checkpoint
+    with pytest.raises(ValueError, match=r"saved with --hdet_keep_fan_out_between_votes False"):
+        engine().load_state_dict(state)
+    engine(keep_fan_out_between_votes=False).load_state_dict(state)
+    every_converge = _engine(auto_lr=True).state_dict()
+    del every_converge["config"]["keep_fan_out_between_votes"]
+    _engine(auto_lr=True).load_state_dict(every_converge)
+    _engine(auto_lr=True, keep_fan_out_between_votes=False).load_state_dict(every_converge)

@@ -667,10 +667,20 @@ def scenario_votes(rank: int, world: int) -> dict:
     does worse), and, in the run "blow_up", 20x that on rank 1 for steps 21-30 (the last third of the first vote).
     Records every regular converge and each rank's parameters just before and after it. Runs: plain, resumed
     from a checkpoint at step 15 (between a converge and the vote), with the comparison horizon (offsets), and the
-    blow-up."""
+    blow-up. The "kept" runs have the horizon but compare by step size throughout (it starts at step 500), so
+    the converges between votes leave the replicas apart (``keep_fan_out_between_votes``): resumed at step 25 (after
+    a converge that kept them), with the blow-up in steps 11-20 (the guard resets rank 1 at step 20), with a forced
+    converge right after step 20, and with the setting off."""
     steps = 70
 
-    def run(resume_at: int | None = None, horizon: float = 0.0, blow_up: bool = False) -> dict:
+    def run(
+        resume_at: int | None = None,
+        horizon: float = 0.0,
+        blow_up: tuple[int, int] | None = None,
+        step_sizes: bool = False,
+        keep: bool = True,
+        force_at: int | None = None,
+    ) -> dict:
         def engine_for() -> tuple[HDETEngine, nn.Linear, torch.optim.Optimizer]:
             torch.manual_seed(0)
             model = nn.Linear(4, 1).to(device())
@@ -678,7 +688,8 @@ def scenario_votes(rank: int, world: int) -> dict:
             config = HDETConfig(
                 sync_interval=10, controller_time_scale="vote", lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0,
                 controller_signal="train_loss", explore_until=1.0, controller_line_search_threshold=0.0,
-                comparison_horizon=horizon, comparison_horizon_start=0.0, controller_noise_floor="off",
+                comparison_horizon=0.1 if step_sizes else horizon, comparison_horizon_start=0.5 if step_sizes else 0.0,
+                early_comparison="one_interval", controller_noise_floor="off", keep_fan_out_between_votes=keep,
             )  # fmt: skip
             return HDETEngine(config, model, opt, total_steps=1000), model, opt
 
@@ -697,8 +708,8 @@ def scenario_votes(rank: int, world: int) -> dict:
             engine.average_gradients()  # shared mode (the horizon needs it): replicas differ by their LR alone
             opt.step()
             loss = 1.0 + 0.3 * (engine.multiplier() - 1.0) + noise[step]
-            if blow_up and rank == 1 and 20 <= step < 30:
-                loss *= 20.0  # over the 30 steps 7.3x, under the guard's 10x; over the last 10 steps 20x
+            if blow_up and rank == 1 and blow_up[0] <= step < blow_up[1]:
+                loss *= 20.0  # steps 21-30: over the 30 steps 7.3x, under the guard's 10x; over the last 10 steps 20x
             fed.append({"step": step + 1, "loss": loss, "items": items[step]})
             engine.add_loss(torch.tensor(loss, device=device()), items[step])
             before = [p.detach().clone().cpu() for p in model.parameters()]
@@ -708,6 +719,12 @@ def scenario_votes(rank: int, world: int) -> dict:
                     "step": report.step, "losses": report.losses, "multipliers": report.multipliers["lr"],
                     "scale": report.scale["lr"], "delta": report.delta.get("lr"), "excluded": report.excluded_ranks,
                     "before": before, "after": [p.detach().clone().cpu() for p in model.parameters()],
+                })  # fmt: skip
+            if step + 1 == force_at:
+                forced = engine.force_converge()
+                converges.append({
+                    "step": step + 1, "forced": forced is not None, "before": before,
+                    "after": [p.detach().clone().cpu() for p in model.parameters()],
                 })  # fmt: skip
             if step + 1 == resume_at:
                 saved = engine.state_dict()
@@ -725,7 +742,12 @@ def scenario_votes(rank: int, world: int) -> dict:
         "plain": run(),
         "resumed": run(resume_at=15),
         "horizon": run(horizon=0.1),
-        "blow_up": run(blow_up=True),
+        "blow_up": run(blow_up=(20, 30)),
+        "kept": run(step_sizes=True),
+        "kept_resumed": run(step_sizes=True, resume_at=25),
+        "kept_blow_up": run(step_sizes=True, blow_up=(10, 20)),
+        "kept_forced": run(step_sizes=True, force_at=20),
+        "kept_off": run(step_sizes=True, keep=False),
     }
 
 
