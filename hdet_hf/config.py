@@ -244,8 +244,9 @@ class HDETConfig:
             "--hdet_keep_fan_out_between_votes). 'run' (session 32): a vote at every converge, each moving lambda x T / T_default "
             "with momentum beta ^ (T / T_default). 'converge': a full lambda and beta at every converge (before "
             "session 32). In a 2,000-step drop-in run with T 10 (3 seeds; 'converge' 2), a start 10-30x below the "
-            "sweep's best LR ended 1.055 / 1.123 / 1.453x the sweep's best loss (T 60: 1.031) and starts near the best "
-            "1.001-1.007 / 1.001-1.006 / 1.022-1.062x (BENCHMARKS.md, readings 37 and 38).",
+            "sweep's best LR ended 1.055 / 1.123 / 1.453x the sweep's best loss (1.038x with the fan-out kept between "
+            "votes, the default since session 34; T 60: 1.031) and starts near the best 1.001-1.007 / 1.001-1.006 / "
+            "1.022-1.062x (BENCHMARKS.md, readings 37-39).",
             "choices": list(CONTROLLER_TIME_SCALES),
         },
     )

@@ -60,9 +60,9 @@ SHORT_INTERVAL = (
     "HDET: --hdet_sync_interval (OneCycleAutoLR: model_sync_interval) {t} is shorter than this {n}-step run's default "
     "interval ({d} steps, 3 %% of the run). Over {t}-step windows the LR's effect on the loss is small against its "
     "noise; {how}. In a 2,000-step run with T 10 (the drop-in, 2 processes, 3 seeds) a start 10-30x below the "
-    "sweep's best LR ended 1.03-1.08x the sweep's best loss with 'vote' (the default), 1.09-1.15x with 'run' and "
-    "1.38-1.53x with 'converge', against 1.02-1.05x at T 60 (BENCHMARKS.md, reading 38). Leave the interval at its "
-    "default (0.03) unless you need the converges."
+    "sweep's best LR ended 1.02-1.06x the sweep's best loss with 'vote' (the default), 1.09-1.15x with 'run' and "
+    "1.38-1.53x with 'converge', against 1.02-1.05x at T 60 (BENCHMARKS.md, readings 38 and 39). Leave the interval "
+    "at its default (0.03) unless you need the converges."
 ).replace("%%", "%")
 # What the controller does about the short window, per --hdet_controller_time_scale.
 SHORT_INTERVAL_HOW = {
