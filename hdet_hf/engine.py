@@ -139,7 +139,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         interval_share = config.controller_interval_share(total_steps)
         self.settings = ControllerSettings.from_config(config, self.world_size, interval_share)
         # With controller_time_scale="vote" and a T shorter than the default interval, the controller votes at
-        # every k-th regular converge only; the ones between average and keep the window (`converge`).
+        # every k-th regular converge only; the ones between keep the window and average (or keep the fan-out: `converge`).
         self.vote_interval = config.sync_interval * config.converges_per_vote(total_steps)
         default_interval = config.default_sync_interval(total_steps)
         if config.auto_lr and config.sync_interval < default_interval and self.world_size > 1:

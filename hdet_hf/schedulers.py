@@ -172,7 +172,7 @@ class OneCycleAutoLR(OneCycleLR):
     (``--hdet_controller_abstain_within_noise``): the train-loss vote's floor at its noise, and what a gap within it
     votes. ``controller_time_scale`` (``--hdet_controller_time_scale``, default "vote"): with a ``model_sync_interval``
     shorter than 3 % of the run the controller still votes once per 3 % of the run, on the windows of every converge
-    since its last vote summed (the converges between only average); "run": a vote at every converge, each moving
+    since its last vote summed (the converges between do not vote); "run": a vote at every converge, each moving
     lambda x T / T_default with momentum beta ^ (T / T_default); "converge": full moves at every converge, as the
     reference. ``keep_fan_out_between_votes`` (``--hdet_keep_fan_out_between_votes``, default True): with "vote", the
     converges between votes of a step-size interval leave each replica where it is (shared gradients: they differ
