@@ -32,8 +32,9 @@ same loop, the same data order and the same schedule (`OneCycleAutoLR` with no s
   spread 0.5), interval and warm-up as ``readme``; ``paper_no_horizon`` the same with ``comparison_horizon=0``
   (what ``paper`` ran before session 31).
 
-Every HDET row starts at ``--best_lr`` x 0.1 (``low``), x 1 (``best``) and x 3 (``high``). The loop clips
-gradients at 1.0 (the Trainer's default, so the numbers sit beside benchmark_quality.py's); OneCycle cycles
+Every HDET row starts at ``--best_lr`` x 0.1 (``low``), x 1 (``best``) and x 3 (``high``), or x 10 (``top``, when
+asked for in ``--starts``). The loop clips gradients at 1.0 (the Trainer's default, so the numbers sit beside
+benchmark_quality.py's); OneCycle cycles
 AdamW's beta1 between 0.85 and 0.95 (torch's default, which a drop-in user keeps). Each seed (``--seeds``)
 changes the model's initial weights and the data order. Rank 0 appends one JSON line per finished run to
 ``<out_dir>/results.jsonl`` (``--resume`` skips finished names); the parent writes ``results.md``: per row and
@@ -72,7 +73,8 @@ from hdet_hf.testing.benchmarks import (  # noqa: E402
 
 DEFAULT_OUT = REPO / "benchmarks" / "drop_in"
 QUICK_OUT = Path(tempfile.gettempdir()) / "hdet_benchmark_drop_in_quick"
-START_FACTORS = {"low": 0.1, "best": 1.0, "high": 3.0}
+# "top": the grid's top at the default --best_lr, 3x above task b's best on two of three seeds (session 35).
+START_FACTORS = {"low": 0.1, "best": 1.0, "high": 3.0, "top": 10.0}
 LAUNCHES = "launches.jsonl"  # one line per launch that wrote to the folder: command, date, wall time, machine
 
 # README.md's recommended keywords for a DDP-wrapped model (tests/test_probe_shells.py checks that README's
@@ -308,6 +310,8 @@ def worker(args: argparse.Namespace) -> None:
             ],
             "lr_rank0_per_step": lrs if info.rank == 0 else None,
             "config": engine.config.to_dict(),
+            # What each regular converge measured and decided (the schedule's trajectory), for reading a run's votes.
+            "trajectory": engine.recorder.record.trajectory if info.rank == 0 else None,
         }
         return record
 
