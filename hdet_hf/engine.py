@@ -310,6 +310,12 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         layout = StatsLayout(self.registry.names)
         vote = regular and self.step % self.vote_interval == 0
         mine, probed = self._score(layout, vote)
+        if vote or not regular:
+            # The averaged probe scores each replica at its mean weights over the vote's whole window, as at the
+            # default interval: restarting the mean at a converge between votes scored the last T steps only and
+            # turned its bias from long steps to short ones (BENCHMARKS.md, reading 40). A forced converge restarts
+            # it (the replicas hold the average now).
+            self.window.average_count = 0
         kept = regular and not vote and self.keeps_fan_out()
         if kept:
             gathered = layout.read(
@@ -363,7 +369,6 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
             probe_loss = self._probe_loss(at_average=signal in AVERAGED_SIGNALS)
             if self.uses_centre and self._only_lr_differs():
                 centre_loss = self._centre_probe_loss(at_average=signal in AVERAGED_SIGNALS)
-        self.window.average_count = 0
         self.steps_since_converge = 0
         # The guard judges the steps since the last converge: a window spanning several (votes every k-th) would
         # dilute a blow-up in its last part.
@@ -479,6 +484,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
             # This replica now holds the average: its diverged loss must not be counted again, nor its moments.
             self.replica.reset_optimizer_moments()
             self.window.reset_loss()
+            self.window.average_count = 0
             self.window.diverged = True
         self.health.observe(recent, gathered.scored.tolist())
         # The values of the interval just ended: taken before the controller moves them.

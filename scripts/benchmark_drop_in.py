@@ -210,6 +210,22 @@ def planned_runs(args: argparse.Namespace) -> list[dict[str, Any]]:
     return runs
 
 
+def compact_trajectory(trajectory: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The schedule's trajectory while the controller was active, floats to 6 digits (a few kB per run)."""
+
+    def short(value: Any) -> Any:
+        if isinstance(value, float):
+            return float(f"{value:.6g}")
+        if isinstance(value, list):
+            return [short(v) for v in value]
+        if isinstance(value, dict):
+            return {k: short(v) for k, v in value.items()}
+        return value
+
+    keep = ("step", "multipliers", "losses", "probe_losses", "delta", "scale", "excluded_ranks", "line_search_optimum")
+    return [{k: short(entry[k]) for k in keep} for entry in trajectory if entry["controller_active"]]
+
+
 def worker(args: argparse.Namespace) -> None:
     """Inside torchrun: every planned run in sequence; rank 0 appends one JSON line per finished run."""
     os.environ.setdefault("ACCELERATE_USE_CPU", "true")
@@ -310,8 +326,8 @@ def worker(args: argparse.Namespace) -> None:
             ],
             "lr_rank0_per_step": lrs if info.rank == 0 else None,
             "config": engine.config.to_dict(),
-            # What each regular converge measured and decided (the schedule's trajectory), for reading a run's votes.
-            "trajectory": engine.recorder.record.trajectory if info.rank == 0 else None,
+            # What each converge measured and decided while the controller explored, for reading a run's votes.
+            "trajectory": compact_trajectory(engine.recorder.record.trajectory) if info.rank == 0 else None,
         }
         return record
 

@@ -638,3 +638,22 @@ def test_step_size_fan_out_survives_the_converges_between_votes(vote_runs):
     for a, b, x, y in zip(forced[0][0]["after"], forced[1][0]["after"], kept[0][20]["after"], kept[1][20]["after"]):
         assert torch.equal(a, b)
         torch.testing.assert_close(a, (x + y) / 2, rtol=0, atol=1e-6)
+
+
+def test_the_averaged_probe_scores_the_whole_vote_window(vote_runs):
+    """With votes every 3rd converge (T 10, a vote every 30 steps) the averaged probe scores each replica at the mean
+    of its iterates over the vote's whole window, as at the default interval: across the converges that keep the
+    step-size fan-out, after a resume between them (step 25), and across the averages (and fresh offsets) of a
+    horizon interval. Before session 35 the mean restarted at every converge, so a vote scored the last 10 steps."""
+    for run in ("kept_probed", "kept_probed_resumed", "horizon_probed"):
+        for rank in vote_runs:
+            seen, iterates = rank[run]["seen"], rank[run]["iterates"]
+            assert [s["step"] for s in seen] == [30, 60], run  # probed at votes only
+            for probe in seen:
+                window = torch.stack(iterates[probe["step"] - 30 : probe["step"]])
+                torch.testing.assert_close(probe["weights"], window.mean(0), rtol=0, atol=1e-6)
+                last_ten = window[-10:].mean(0)
+                assert (probe["weights"] - last_ten).abs().max() > 1e-4, run  # not the converge's 10 steps
+    kept, resumed = (vote_runs[0][name]["converges"] for name in ("kept_probed", "kept_probed_resumed"))
+    for a, b in zip(resumed, kept):
+        assert (a["step"], a["losses"], a["scale"]) == (b["step"], b["losses"], b["scale"])

@@ -670,7 +670,9 @@ def scenario_votes(rank: int, world: int) -> dict:
     blow-up. The "kept" runs have the horizon but compare by step size throughout (it starts at step 500), so
     the converges between votes leave the replicas apart (``keep_fan_out_between_votes``): resumed at step 25 (after
     a converge that kept them), with the blow-up in steps 11-20 (the guard resets rank 1 at step 20), with a forced
-    converge right after step 20, and with the setting off."""
+    converge right after step 20, and with the setting off. The "probed" runs score the averaged probe (with the
+    train loss) at each vote: step sizes kept, the same resumed at step 25, and the horizon's offsets (every converge
+    between votes averages); they record the weights each probe scored and every iterate."""
     steps = 70
 
     def run(
@@ -680,6 +682,7 @@ def scenario_votes(rank: int, world: int) -> dict:
         step_sizes: bool = False,
         keep: bool = True,
         force_at: int | None = None,
+        probed: bool = False,
     ) -> dict:
         def engine_for() -> tuple[HDETEngine, nn.Linear, torch.optim.Optimizer]:
             torch.manual_seed(0)
@@ -687,7 +690,8 @@ def scenario_votes(rank: int, world: int) -> dict:
             opt = torch.optim.SGD(model.parameters(), lr=1e-2)
             config = HDETConfig(
                 sync_interval=10, controller_time_scale="vote", lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0,
-                controller_signal="train_loss", explore_until=1.0, controller_line_search_threshold=0.0,
+                controller_signal="train_and_averaged_probe" if probed else "train_loss", explore_until=1.0,
+                controller_line_search_threshold=0.0, controller_line_search_centre=False,
                 comparison_horizon=0.1 if step_sizes else horizon, comparison_horizon_start=0.5 if step_sizes else 0.0,
                 early_comparison="one_interval", controller_noise_floor="off", keep_fan_out_between_votes=keep,
             )  # fmt: skip
@@ -700,13 +704,25 @@ def scenario_votes(rank: int, world: int) -> dict:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             engine, model, opt = engine_for()
-        fed, converges = [], []
+        fed, converges, seen, iterates = [], [], [], []
+        probe_x = torch.linspace(-1, 1, 8).reshape(2, 4).to(device())
+
+        def flat() -> torch.Tensor:
+            return torch.cat([p.detach().reshape(-1).clone().cpu() for p in model.parameters()])
+
+        def probe() -> float:
+            seen.append({"step": engine.step, "weights": flat()})  # the weights the probe scored
+            return float(model(probe_x).pow(2).mean())
+
+        if probed:
+            engine.probe_fn = probe
         for step in range(steps):
             engine.apply_lr([1e-2])
             opt.zero_grad()
             model(data[step]).pow(2).mean().backward()
             engine.average_gradients()  # shared mode (the horizon needs it): replicas differ by their LR alone
             opt.step()
+            iterates.append(flat())
             loss = 1.0 + 0.3 * (engine.multiplier() - 1.0) + noise[step]
             if blow_up and rank == 1 and blow_up[0] <= step < blow_up[1]:
                 loss *= 20.0  # steps 21-30: over the 30 steps 7.3x, under the guard's 10x; over the last 10 steps 20x
@@ -733,8 +749,10 @@ def scenario_votes(rank: int, world: int) -> dict:
                 model.load_state_dict(weights)
                 opt.load_state_dict(moments)
                 engine.load_state_dict(saved)
+                if probed:
+                    engine.probe_fn = probe
         return {
-            "fed": fed, "converges": converges, "vote_interval": engine.vote_interval,
+            "fed": fed, "converges": converges, "vote_interval": engine.vote_interval, "seen": seen, "iterates": iterates,
             "warnings": [str(w.message) for w in caught],
         }  # fmt: skip
 
@@ -748,6 +766,9 @@ def scenario_votes(rank: int, world: int) -> dict:
         "kept_blow_up": run(step_sizes=True, blow_up=(10, 20)),
         "kept_forced": run(step_sizes=True, force_at=20),
         "kept_off": run(step_sizes=True, keep=False),
+        "kept_probed": run(step_sizes=True, probed=True),
+        "kept_probed_resumed": run(step_sizes=True, probed=True, resume_at=25),
+        "horizon_probed": run(horizon=0.1, probed=True),
     }
 
 
