@@ -426,6 +426,9 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         own = window.average if averaged else self.replica.param_data()
         if self.compares_over_horizon():
             assert self.horizon.directions is not None  # offsets were applied along it
+            # With votes every k-th converge the interval's mean spans k offsets along successive Z's (each converge
+            # between votes averages and offsets again); the centre is rebuilt along the latest, an approximation
+            # to within Z's change over the window.
             amount = self.horizon.offset_scale * (self.multiplier(step=self.step) - 1.0)
             weights = centre_after_offsets(own, self.horizon.directions, amount)
         else:
