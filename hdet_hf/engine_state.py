@@ -141,6 +141,10 @@ def state_dict(engine: HDETEngine) -> dict[str, Any]:
         **engine.peak_floor.state_dict(),
         **engine.line_search.state_dict(),
         "centre_intact": engine.centre_intact,
+        # Whether the replicas may differ now (steps since the last converge, or a converge that kept them apart):
+        # a forced converge right after a resume must average them as it would have before saving.
+        "steps_since_converge": engine.steps_since_converge,
+        "fan_out_kept": engine.fan_out_kept,
         # Checked on load: a resume must continue the same configuration (`check_resumed_settings`).
         "config": engine.config.to_dict(),
         "total_steps": engine.total_steps,
@@ -185,6 +189,9 @@ def load_state_dict(engine: HDETEngine, state: Any, *, elastic: bool, source: st
     engine.line_search.load_state_dict(state)
     # Saved before the centre point existed, or a resize (replicas no longer map one to one): no centre this time.
     engine.centre_intact = bool(state.get("centre_intact", False)) and not resized
+    # Saved before session 35: the steps since the last converge on the grid (a kept converge then counts as none).
+    engine.steps_since_converge = int(state.get("steps_since_converge", engine.step % engine.config.sync_interval))
+    engine.fan_out_kept = bool(state.get("fan_out_kept", False))
     engine.apply_values()
     if not resized:
         return []
@@ -444,8 +451,12 @@ def validate_state(state: dict[str, Any], source: str) -> None:
             "line_search", "None or a dict with last_optimum None or a number >= 0 (inf allowed) and a bool bent",
             line_search,
         )
-    if not isinstance(state.get("centre_intact", False), bool):
-        fail("centre_intact", "a bool", state["centre_intact"])
+    for flag in ("centre_intact", "fan_out_kept", "horizon_offsets_in_place"):
+        if not isinstance(state.get(flag, False), bool):
+            fail(flag, "a bool", state[flag])
+    since = state.get("steps_since_converge", 0)
+    if not (isinstance(since, int) and not isinstance(since, bool) and since >= 0):
+        fail("steps_since_converge", "an integer >= 0", since)
     updates = state.get("horizon_updates")
     if updates is not None and not (isinstance(updates, int) and not isinstance(updates, bool) and updates >= 0):
         fail("horizon_updates", "None or an integer >= 0", updates)

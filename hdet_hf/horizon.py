@@ -127,7 +127,12 @@ class HorizonOffsets:
         self.updates = 0
 
     def state_dict(self) -> dict[str, Any]:
-        return {"horizon_anchors": self.anchors, "horizon_directions": self.directions, "horizon_updates": self.updates}
+        return {
+            "horizon_anchors": self.anchors,
+            "horizon_directions": self.directions,
+            "horizon_updates": self.updates,
+            "horizon_offsets_in_place": self.offsets_in_place,
+        }
 
     def load_state_dict(self, state: dict[str, Any], device: torch.device) -> None:
         anchors, directions = state.get("horizon_anchors"), state.get("horizon_directions")
@@ -135,6 +140,9 @@ class HorizonOffsets:
         self.directions = [t.to(device) for t in directions] if directions is not None else None
         # Saved before the count existed: a saved Z is taken to hold an update.
         self.updates = int(state.get("horizon_updates", 2 if directions is not None else 0))
+        # Saved before session 35: unknown, taken as not in place (a forced converge right after such a resume,
+        # before any step, then skipped its average).
+        self.offsets_in_place = bool(state.get("horizon_offsets_in_place", False))
 
 
 class PairedVotes:

@@ -657,3 +657,19 @@ def test_the_averaged_probe_scores_the_whole_vote_window(vote_runs):
     kept, resumed = (vote_runs[0][name]["converges"] for name in ("kept_probed", "kept_probed_resumed"))
     for a, b in zip(resumed, kept):
         assert (a["step"], a["losses"], a["scale"]) == (b["step"], b["losses"], b["scale"])
+
+
+def test_a_forced_converge_right_after_a_resume_averages_replicas_left_apart(vote_runs):
+    """A checkpoint keeps whether the replicas differ when it is saved: after a converge that kept the step-size
+    fan-out (step 20), mid-interval (step 25), or with the horizon's offsets in place (step 20). A forced converge
+    right after resuming, before any step, averages them (bit-identical on both ranks, the mean of what they held),
+    as it would have without the resume. Before session 35 the first and last skipped the average (the flags were not
+    saved) and the second too (the steps since the last converge were not saved)."""
+    for run in ("kept_resumed_forced", "kept_mid_resumed_forced", "horizon_resumed_forced"):
+        forced = [[c for c in r[run]["converges"] if "forced" in c] for r in vote_runs]
+        assert forced[0][0]["forced"] and forced[1][0]["forced"], run
+        before = [torch.cat([p.flatten() for p in f[0]["before"]]) for f in forced]
+        after = [torch.cat([p.flatten() for p in f[0]["after"]]) for f in forced]
+        assert not torch.equal(before[0], before[1]), run  # apart when saved
+        assert torch.equal(after[0], after[1]), run
+        torch.testing.assert_close(after[0], (before[0] + before[1]) / 2, rtol=0, atol=1e-6)

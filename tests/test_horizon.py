@@ -69,7 +69,9 @@ def test_release_frees_the_copies():
     offsets.offset_([torch.ones(2)], 0.1)
     offsets.release()
     assert offsets.anchors is None and offsets.directions is None and not offsets.offsets_in_place
-    assert offsets.state_dict() == {"horizon_anchors": None, "horizon_directions": None, "horizon_updates": 0}
+    assert offsets.state_dict() == {
+        "horizon_anchors": None, "horizon_directions": None, "horizon_updates": 0, "horizon_offsets_in_place": False
+    }  # fmt: skip
 
 
 def test_state_round_trip():
@@ -80,7 +82,10 @@ def test_state_round_trip():
     restored.load_state_dict(offsets.state_dict(), torch.device("cpu"))
     assert torch.equal(restored.directions[0], offsets.directions[0])
     assert torch.equal(restored.anchors[0], offsets.anchors[0])
-    assert restored.has_direction
+    assert restored.has_direction and not restored.offsets_in_place
+    offsets.offset_([torch.ones(2)], 0.1)  # the replicas sit at their offsets when saved: a resume knows it
+    restored.load_state_dict(offsets.state_dict(), torch.device("cpu"))
+    assert restored.offsets_in_place
 
 
 def test_the_first_converge_leaves_no_direction():

@@ -368,6 +368,9 @@ def test_settings_that_only_change_memory_may_change_on_resume():
         ({"horizon_updates": -1}, r"field 'horizon_updates' must be None or an integer >= 0"),
         ({"horizon_updates": True}, r"field 'horizon_updates' must be None or an integer >= 0"),
         ({"loss_mark": [1.0]}, r"field 'loss_mark' must be a list of 2 finite numbers"),
+        ({"fan_out_kept": 1}, r"field 'fan_out_kept' must be a bool"),
+        ({"horizon_offsets_in_place": "yes"}, r"field 'horizon_offsets_in_place' must be a bool"),
+        ({"steps_since_converge": -1}, r"field 'steps_since_converge' must be an integer >= 0"),
         ({"loss_mark": [math.nan, 2.0]}, r"field 'loss_mark' must be a list of 2 finite numbers"),
     ],
 )

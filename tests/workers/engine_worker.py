@@ -672,7 +672,9 @@ def scenario_votes(rank: int, world: int) -> dict:
     a converge that kept them), with the blow-up in steps 11-20 (the guard resets rank 1 at step 20), with a forced
     converge right after step 20, and with the setting off. The "probed" runs score the averaged probe (with the
     train loss) at each vote: step sizes kept, the same resumed at step 25, and the horizon's offsets (every converge
-    between votes averages); they record the weights each probe scored and every iterate."""
+    between votes averages); they record the weights each probe scored and every iterate. The "resumed_forced" runs
+    force a converge right after resuming (before any step): at step 20 after a kept converge, at step 25
+    mid-interval, and at step 20 of a horizon interval (the replicas at their offsets)."""
     steps = 70
 
     def run(
@@ -683,6 +685,7 @@ def scenario_votes(rank: int, world: int) -> dict:
         keep: bool = True,
         force_at: int | None = None,
         probed: bool = False,
+        force_after_resume: bool = False,
     ) -> dict:
         def engine_for() -> tuple[HDETEngine, nn.Linear, torch.optim.Optimizer]:
             torch.manual_seed(0)
@@ -751,6 +754,13 @@ def scenario_votes(rank: int, world: int) -> dict:
                 engine.load_state_dict(saved)
                 if probed:
                     engine.probe_fn = probe
+                if force_after_resume:  # before any step: the replicas are still apart (kept, or mid-interval)
+                    held = [p.detach().clone().cpu() for p in model.parameters()]
+                    forced = engine.force_converge()
+                    converges.append({
+                        "step": step + 1, "forced": forced is not None, "before": held,
+                        "after": [p.detach().clone().cpu() for p in model.parameters()],
+                    })  # fmt: skip
         return {
             "fed": fed, "converges": converges, "vote_interval": engine.vote_interval, "seen": seen, "iterates": iterates,
             "warnings": [str(w.message) for w in caught],
@@ -769,6 +779,9 @@ def scenario_votes(rank: int, world: int) -> dict:
         "kept_probed": run(step_sizes=True, probed=True),
         "kept_probed_resumed": run(step_sizes=True, probed=True, resume_at=25),
         "horizon_probed": run(horizon=0.1, probed=True),
+        "kept_resumed_forced": run(step_sizes=True, resume_at=20, force_after_resume=True),
+        "kept_mid_resumed_forced": run(step_sizes=True, resume_at=25, force_after_resume=True),
+        "horizon_resumed_forced": run(horizon=0.1, resume_at=20, force_after_resume=True),
     }
 
 
