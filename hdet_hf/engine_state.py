@@ -189,7 +189,7 @@ def load_state_dict(engine: HDETEngine, state: Any, *, elastic: bool, source: st
     engine.line_search.load_state_dict(state)
     # Saved before the centre point existed, or a resize (replicas no longer map one to one): no centre this time.
     engine.centre_intact = bool(state.get("centre_intact", False)) and not resized
-    # Saved before session 35: the steps since the last converge on the grid (a kept converge then counts as none).
+    # Saved before session 35: the steps since the last converge on the grid, and no kept fan-out (not recorded then).
     engine.steps_since_converge = int(state.get("steps_since_converge", engine.step % engine.config.sync_interval))
     engine.fan_out_kept = bool(state.get("fan_out_kept", False))
     engine.apply_values()

@@ -34,9 +34,8 @@ same loop, the same data order and the same schedule (`OneCycleAutoLR` with no s
 
 Every HDET row starts at ``--best_lr`` x 0.1 (``low``), x 1 (``best``) and x 3 (``high``), or x 10 (``top``, when
 asked for in ``--starts``). The loop clips gradients at 1.0 (the Trainer's default, so the numbers sit beside
-benchmark_quality.py's); OneCycle cycles
-AdamW's beta1 between 0.85 and 0.95 (torch's default, which a drop-in user keeps). Each seed (``--seeds``)
-changes the model's initial weights and the data order. Rank 0 appends one JSON line per finished run to
+benchmark_quality.py's); OneCycle cycles AdamW's beta1 between 0.85 and 0.95 (torch's default, which a drop-in user
+keeps). Each seed (``--seeds``) changes the model's initial weights and the data order. Rank 0 appends one JSON line per finished run to
 ``<out_dir>/results.jsonl`` (``--resume`` skips finished names); the parent writes ``results.md``: per row and
 start the eval loss against the same seed's best DDP point and DDP at the same start LR, and ``drop_in.png``.
 
@@ -69,6 +68,7 @@ from hdet_hf.testing.benchmarks import (  # noqa: E402
     launch_experiment,
     public_settings,
     read_results,
+    rounded,
 )
 
 DEFAULT_OUT = REPO / "benchmarks" / "drop_in"
@@ -212,18 +212,8 @@ def planned_runs(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def compact_trajectory(trajectory: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The schedule's trajectory while the controller was active, floats to 6 digits (a few kB per run)."""
-
-    def short(value: Any) -> Any:
-        if isinstance(value, float):
-            return float(f"{value:.6g}")
-        if isinstance(value, list):
-            return [short(v) for v in value]
-        if isinstance(value, dict):
-            return {k: short(v) for k, v in value.items()}
-        return value
-
     keep = ("step", "multipliers", "losses", "probe_losses", "delta", "scale", "excluded_ranks", "line_search_optimum")
-    return [{k: short(entry[k]) for k in keep} for entry in trajectory if entry["controller_active"]]
+    return [rounded({k: entry[k] for k in keep}) for entry in trajectory if entry["controller_active"]]
 
 
 def worker(args: argparse.Namespace) -> None:
