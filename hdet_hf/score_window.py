@@ -9,7 +9,7 @@
   independent steps). Per optimizer step, not per micro-batch: gradient accumulation does not change it.
 - With ``controller_time_scale="vote"`` a window spans several converges (the vote's); `mark` notes the sums at
   each converge in between, so `recent_mean_loss` (the divergence guard's) covers only the steps since then.
-- With an averaged probe signal, the running mean of the replica's parameters over the interval's steps
+- With an averaged probe signal, the running mean of the replica's parameters over the vote's steps
   (`averaged_probe`): the probe scores the replica there instead of at its last iterate.
 """
 
@@ -31,7 +31,7 @@ COOLDOWN_SIGNALS = ("cooldown_probe", "train_and_cooldown_probe")
 
 
 class ScoreWindow:
-    """One replica's loss sums and parameter mean since the last converge."""
+    """One replica's loss sums and parameter mean since the last vote (every converge, unless votes span several)."""
 
     _NOISE = ("loss_diff_sq_sum", "loss_diff_count", "loss_weight_sq_sum", "loss_previous")
     _SUMS = ("loss_sum", "loss_weight", "step_loss_sum", "step_loss_weight", *_NOISE)
