@@ -480,6 +480,17 @@ class HDETConfig:
             "choices": list(CONTROLLER_SIGNALS),
         },
     )
+    averaged_probe_share: float = field(
+        default=1.0,
+        metadata={
+            "help": "How much of each vote's window the 'averaged_probe' signals average a replica's weights over, "
+            "counted back from the vote, in (0, 1]: 1 (the default) the whole window, 1/3 its last third "
+            "(rounded to whole steps, at least one). A shorter mean keeps more of the last iterate's noise, "
+            "which counts against longer steps: it turns the averaged probe's bias from long steps toward "
+            "short ones (BENCHMARKS.md, reading 41: 0.33 helped the language-model tasks from 3x above and task a, "
+            "cost d from 10x below and the classifiers; not the default)."
+        },
+    )
     probe_size: int = field(
         default=32,
         metadata={"help": "Examples in the shared probe batch of the probe-based --hdet_controller_signal values."},
@@ -614,6 +625,12 @@ class HDETConfig:
         _check_choice("base_schedule", self.base_schedule, BASE_SCHEDULES)
         _check_choice("controller_signal", self.controller_signal, CONTROLLER_SIGNALS)
         _check_choice("converge_weights", self.converge_weights, CONVERGE_WEIGHTS)
+        if not (math.isfinite(self.averaged_probe_share) and 0.0 < self.averaged_probe_share <= 1.0):
+            raise ValueError(
+                f"{_flag('averaged_probe_share')} must be in (0, 1], but got {self.averaged_probe_share!r}: it is the "
+                f"share of each vote's window that the averaged probe averages. Use e.g. {_flag('averaged_probe_share')} "
+                "0.33 (its last third) or 1 (the whole window)."
+            )
         if not isinstance(self.probe_size, int) or isinstance(self.probe_size, bool) or self.probe_size < 1:
             raise ValueError(
                 f"{_flag('probe_size')} must be a positive integer, but got {self.probe_size!r}."

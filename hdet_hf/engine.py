@@ -268,6 +268,7 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
             self.config.controller_signal in AVERAGED_SIGNALS
             and self.step <= self.explore_until_step
             and self.registry.any_auto
+            and self._in_averaged_share()
         ):
             self.window.update_average(self.replica.param_data())
         self.recorder.record_values(self.registry.base_values())
@@ -276,6 +277,12 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         if self.step >= self.total_steps:
             return self.converge(regular=False)
         return None
+
+    def _in_averaged_share(self) -> bool:
+        """Whether this step's weights enter the averaged probe's mean: the last ``averaged_probe_share`` of the
+        vote's window (votes fall on multiples of the vote interval), at least one step."""
+        steps = max(1, round(self.config.averaged_probe_share * self.vote_interval))
+        return (self.step - 1) % self.vote_interval >= self.vote_interval - steps
 
     def force_converge(self) -> ConvergeReport | None:
         """Average now (before evaluating or saving), without a controller update; None when nothing moved

@@ -18,6 +18,7 @@ import torch.distributed as dist
 
 from .collectives import local_data
 from .config import HDETConfig
+from .score_window import AVERAGED_SIGNALS
 
 if TYPE_CHECKING:
     from .engine import HDETEngine
@@ -63,6 +64,8 @@ RESUMABLE_CHANGES = ("bucket_size_mb",)
 # default interval or longer, so there it is ignored (see check_resumed_settings) and elsewhere the resume is refused
 # (also a session-32 checkpoint, "run", under session 33's default "vote"). Session-34 keep_fan_out_between_votes:
 # session-33 checkpoints averaged at every converge; it matters only with "vote" and k > 1 (ignored elsewhere).
+# Session-36 averaged_probe_share: earlier checkpoints averaged the whole window; it matters only with an averaged
+# probe signal (ignored elsewhere).
 LEGACY_VALUES = {
     "comparison_horizon": 0.0,
     "comparison_horizon_start": 0.0,
@@ -76,6 +79,7 @@ LEGACY_VALUES = {
     "controller_line_search_breaks_ties": False,
     "controller_time_scale": "converge",
     "keep_fan_out_between_votes": False,
+    "averaged_probe_share": 1.0,
 }
 # Settings measured, not adopted and removed, with the value today's engine behaves as. A checkpoint saved with
 # another value ran a protocol this version cannot continue: refused, never silently continued without it.
@@ -253,6 +257,8 @@ def check_resumed_settings(
                 config.converges_per_vote(total_steps) == 1
             ):
                 values.pop("keep_fan_out_between_votes", None)  # a vote at every converge: nothing between to keep
+            if values.get("controller_signal", config.controller_signal) not in AVERAGED_SIGNALS:
+                values.pop("averaged_probe_share", None)  # no averaged probe: nothing is averaged
             if values.get("controller_line_search_threshold") == 0:
                 values.pop("controller_line_search_breaks_ties", None)  # ignored without the line search
                 values.pop("controller_line_search_max_raise", None)

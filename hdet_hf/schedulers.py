@@ -176,7 +176,9 @@ class OneCycleAutoLR(OneCycleLR):
     lambda x T / T_default with momentum beta ^ (T / T_default); "converge": full moves at every converge, as the
     reference. ``keep_fan_out_between_votes`` (``--hdet_keep_fan_out_between_votes``, default True): with "vote", the
     converges between votes of a step-size interval leave each replica where it is (shared gradients: they differ
-    only by their step sizes), so the vote compares step sizes over its whole window.
+    only by their step sizes), so the vote compares step sizes over its whole window. ``averaged_probe_share``
+    (``--hdet_averaged_probe_share``, default 1): with a ``probe_fn``, the share of each vote's window, counted back
+    from the vote, over which the probe averages each replica's weights.
 
     Example:
         >>> import torch
@@ -232,6 +234,7 @@ class OneCycleAutoLR(OneCycleLR):
         abstain_within_noise: str = HDETConfig.controller_abstain_within_noise,
         controller_time_scale: str = HDETConfig.controller_time_scale,
         keep_fan_out_between_votes: bool = HDETConfig.keep_fan_out_between_votes,
+        averaged_probe_share: float = HDETConfig.averaged_probe_share,
     ) -> None:
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
@@ -325,6 +328,7 @@ class OneCycleAutoLR(OneCycleLR):
             controller_abstain_within_noise=abstain_within_noise,
             controller_time_scale=controller_time_scale,
             keep_fan_out_between_votes=keep_fan_out_between_votes,
+            averaged_probe_share=averaged_probe_share,
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
             controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )

@@ -659,6 +659,27 @@ def test_the_averaged_probe_scores_the_whole_vote_window(vote_runs):
         assert (a["step"], a["losses"], a["scale"]) == (b["step"], b["losses"], b["scale"])
 
 
+def test_the_averaged_probe_share_averages_the_last_part_of_the_vote_window(vote_runs):
+    """--hdet_averaged_probe_share: at each vote the averaged probe scores each replica at the mean of its last
+    round(share x 30) iterates of the 30-step window, not the whole window's: a third with T 10 (the converges at 10
+    and 20 keep the fan-out), the same resumed at step 25 (inside that third: the saved partial mean continues, and
+    the run matches the uninterrupted one), a third with T 30 (a vote at every converge), and the last 6 steps of a
+    horizon interval (converges between votes average and offset again)."""
+    for run, last in (("kept_probed_share", 10), ("kept_probed_share_resumed", 10), ("probed_share_t30", 10),
+                      ("horizon_probed_share", 6)):  # fmt: skip
+        for rank in vote_runs:
+            seen, iterates = rank[run]["seen"], rank[run]["iterates"]
+            assert [s["step"] for s in seen] == [30, 60], run
+            for probe in seen:
+                window = torch.stack(iterates[probe["step"] - 30 : probe["step"]])
+                torch.testing.assert_close(probe["weights"], window[-last:].mean(0), rtol=0, atol=1e-6)
+                assert (probe["weights"] - window.mean(0)).abs().max() > 1e-4, run  # not the whole window's
+    share, resumed = (vote_runs[0][name]["converges"] for name in ("kept_probed_share", "kept_probed_share_resumed"))
+    for a, b in zip(resumed, share, strict=True):
+        assert (a["step"], a["losses"], a["scale"]) == (b["step"], b["losses"], b["scale"])
+        assert all(torch.equal(x, y) for x, y in zip(a["after"], b["after"]))
+
+
 def test_a_forced_converge_right_after_a_resume_averages_replicas_left_apart(vote_runs):
     """A checkpoint keeps whether the replicas differ when it is saved: after a converge that kept the step-size
     fan-out (step 20), mid-interval (step 25), or with the horizon's offsets in place (step 20). A forced converge

@@ -508,3 +508,22 @@ def test_keeping_the_fan_out_between_votes_cannot_change_on_resume_where_there_a
     del every_converge["config"]["keep_fan_out_between_votes"]
     _engine(auto_lr=True).load_state_dict(every_converge)
     _engine(auto_lr=True, keep_fan_out_between_votes=False).load_state_dict(every_converge)
+
+
+def test_the_averaged_probe_share_cannot_change_on_resume_where_an_averaged_probe_scores():
+    """--hdet_averaged_probe_share decides which steps the saved mean weights hold: with the default signal (the
+    averaged probe) another value is refused by name, and a checkpoint from before the setting (the whole window)
+    resumes only at 1. Without an averaged probe nothing is averaged and the setting is ignored."""
+    state = _engine(auto_lr=True, averaged_probe_share=0.5).state_dict()
+    with pytest.raises(
+        ValueError, match=r"saved with --hdet_averaged_probe_share 0.5, but this run has --hdet_averaged_probe_share 1.0"
+    ):
+        _engine(auto_lr=True).load_state_dict(state)
+    _engine(auto_lr=True, averaged_probe_share=0.5).load_state_dict(state)
+    old = _engine(auto_lr=True).state_dict()
+    del old["config"]["averaged_probe_share"]  # a checkpoint from before session 36
+    _engine(auto_lr=True).load_state_dict(old)
+    with pytest.raises(ValueError, match=r"saved with --hdet_averaged_probe_share 1.0"):
+        _engine(auto_lr=True, averaged_probe_share=0.5).load_state_dict(old)
+    unaveraged = _engine(auto_lr=True, controller_signal="train_loss", averaged_probe_share=0.5).state_dict()
+    _engine(auto_lr=True, controller_signal="train_loss").load_state_dict(unaveraged)

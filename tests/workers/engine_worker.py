@@ -672,7 +672,9 @@ def scenario_votes(rank: int, world: int) -> dict:
     a converge that kept them), with the blow-up in steps 11-20 (the guard resets rank 1 at step 20), with a forced
     converge right after step 20, and with the setting off. The "probed" runs score the averaged probe (with the
     train loss) at each vote: step sizes kept, the same resumed at step 25, and the horizon's offsets (every converge
-    between votes averages); they record the weights each probe scored and every iterate. The "resumed_forced" runs
+    between votes averages); they record the weights each probe scored and every iterate. The "share" runs average
+    only the last part of each vote's window (``averaged_probe_share``): a third with T 10 (kept, and resumed at step
+    25, inside that third), a third with T 30 (a vote at every converge), and a fifth of the horizon's. The "resumed_forced" runs
     force a converge right after resuming (before any step): at step 20 after a kept converge, at step 25
     mid-interval, and at step 20 of a horizon interval (the replicas at their offsets)."""
     steps = 70
@@ -686,13 +688,15 @@ def scenario_votes(rank: int, world: int) -> dict:
         force_at: int | None = None,
         probed: bool = False,
         force_after_resume: bool = False,
+        share: float = 1.0,
+        sync: int = 10,
     ) -> dict:
         def engine_for() -> tuple[HDETEngine, nn.Linear, torch.optim.Optimizer]:
             torch.manual_seed(0)
             model = nn.Linear(4, 1).to(device())
             opt = torch.optim.SGD(model.parameters(), lr=1e-2)
             config = HDETConfig(
-                sync_interval=10, controller_time_scale="vote", lr_spread=0.5, auto_lr=True, auto_lr_warmup_steps=0,
+                sync_interval=sync, controller_time_scale="vote", lr_spread=0.5, averaged_probe_share=share, auto_lr=True, auto_lr_warmup_steps=0,
                 controller_signal="train_and_averaged_probe" if probed else "train_loss", explore_until=1.0,
                 controller_line_search_threshold=0.0, controller_line_search_centre=False,
                 comparison_horizon=0.1 if step_sizes else horizon, comparison_horizon_start=0.5 if step_sizes else 0.0,
@@ -779,6 +783,10 @@ def scenario_votes(rank: int, world: int) -> dict:
         "kept_probed": run(step_sizes=True, probed=True),
         "kept_probed_resumed": run(step_sizes=True, probed=True, resume_at=25),
         "horizon_probed": run(horizon=0.1, probed=True),
+        "kept_probed_share": run(step_sizes=True, probed=True, share=1 / 3),
+        "kept_probed_share_resumed": run(step_sizes=True, probed=True, share=1 / 3, resume_at=25),
+        "probed_share_t30": run(step_sizes=True, probed=True, share=1 / 3, sync=30),
+        "horizon_probed_share": run(horizon=0.1, probed=True, share=0.2),
         "kept_resumed_forced": run(step_sizes=True, resume_at=20, force_after_resume=True),
         "kept_mid_resumed_forced": run(step_sizes=True, resume_at=25, force_after_resume=True),
         "horizon_resumed_forced": run(horizon=0.1, resume_at=20, force_after_resume=True),
