@@ -399,6 +399,9 @@ CASES: list[ErrorCase] = [
         "--hdet_lr_fan_out_scale", "0", match=r"--hdet_lr_fan_out_scale must be in \(0, 1\], but got 0.0"
     ),
     _flags(
+        "--hdet_averaged_probe_share", "1.5", match=r"--hdet_averaged_probe_share must be in \(0, 1\], but got 1.5"
+    ),
+    _flags(
         "--hdet_controller_max_factor",
         "1.0",
         match=r"--hdet_controller_max_factor must be a finite number > 1",
