@@ -1,6 +1,10 @@
 """Run benchmark rows for one recorded folder into a scratch copy (its DDP rows copied), with that folder's flags.
 
     python run_one.py FOLDER OUTNAME ROWS BEST_LR
+
+FOLDER is a recorded folder under benchmarks/; the scratch copy goes to $PROBE_SHARE_OUT/OUTNAME (default
+/tmp/pw36), and the benchmark runs from $PROBE_SHARE_TREE (default this repository; session 36 used a worktree of
+commit e68bc20 with benchmarks/session36_scratch.patch applied).
 """
 
 import json
@@ -10,8 +14,10 @@ import sys
 from pathlib import Path
 
 folder, outname, rows, best = sys.argv[1:5]
-src = Path("/work/main/benchmarks") / folder
-out = Path("/tmp/pw36") / outname
+repo = Path(__file__).resolve().parents[2]
+tree = os.environ.get("PROBE_SHARE_TREE", str(repo))
+src = repo / "benchmarks" / folder
+out = Path(os.environ.get("PROBE_SHARE_OUT", "/tmp/pw36")) / outname
 out.mkdir(parents=True, exist_ok=True)
 if not (out / "results.jsonl").exists():
     kept = [line for line in open(src / "results.jsonl") if json.loads(line).get("kind") == "ddp"]
@@ -25,4 +31,4 @@ for key, value in settings.items():
 cmd = [sys.executable, "scripts/benchmark_quality.py", "--out_dir", str(out), "--resume", "--grid", best,
        "--max_grid_extensions", "0", "--best_lr", best, "--configs", rows, *args]  # fmt: skip
 print(" ".join(cmd), flush=True)
-sys.exit(subprocess.call(cmd, cwd="/tmp/wt36", env={**os.environ, "PYTHONPATH": "/tmp/wt36"}))
+sys.exit(subprocess.call(cmd, cwd=tree, env={**os.environ, "PYTHONPATH": tree}))
