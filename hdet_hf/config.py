@@ -487,8 +487,8 @@ class HDETConfig:
             "counted back from the vote, in (0, 1]: 1 (the default) the whole window, 1/3 its last third "
             "(rounded to whole steps, at least one). A shorter mean keeps more of the last iterate's noise, "
             "which counts against longer steps: it turns the averaged probe's bias from long steps toward "
-            "short ones (BENCHMARKS.md, reading 41: 0.33 helped the language-model tasks from 3x above and task a, "
-            "cost d from 10x below and the classifiers; not the default)."
+            "short ones (BENCHMARKS.md, readings 41-42: 0.33 helped every task from 3x above, cost d and the "
+            "classifiers from 10x below; not the default)."
         },
     )
     probe_size: int = field(

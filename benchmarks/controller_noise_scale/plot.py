@@ -1,7 +1,6 @@
 """The readings of `read_noise.py` in one figure and one table (session 37, reading 42).
 
-    python benchmarks/controller_noise_scale/plot.py   # reads <folder>_<factor>.jsonl here, writes readings.png and
-                                                       # prints readings.md's tables
+    python benchmarks/controller_noise_scale/plot.py > benchmarks/controller_noise_scale/readings.md
 """
 
 from __future__ import annotations
