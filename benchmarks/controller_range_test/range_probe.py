@@ -80,6 +80,17 @@ def loss_of(model, b):
     return model(**b).loss
 
 
+def per_example_losses(model, b):
+    """Each probe example's mean token loss (session 38: a paired standard error between two race points)."""
+    logits = model(**{k: v for k, v in b.items() if k != "labels"}).logits
+    labels = b["labels"]
+    if logits.dim() == 2:  # sequence classification
+        return torch.nn.functional.cross_entropy(logits.float(), labels, reduction="none")
+    logits, labels = logits[:, :-1].float(), labels[:, 1:]
+    tok = torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="none")
+    return tok.mean(dim=1)
+
+
 def run(lrs):
     model = build()
     model.train()
@@ -95,18 +106,19 @@ def run(lrs):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        out.append(float(loss))
+        out.append(float(loss.detach()))
     model.eval()
     with torch.no_grad():
         pl = float(loss_of(model, probe))
-    return out, pl
+        per = per_example_losses(model, probe).tolist()
+    return out, pl, per
 
 
 res = {"name": a.name, "steps": a.steps}
 if "A" in a.modes:
     K = a.steps
     lrs = [1e-5 * (1e5) ** (i / (K - 1)) for i in range(K)]
-    losses, _ = run(lrs)
+    losses, _, _ = run(lrs)
     sm, avg = [], 0.0
     for i, value in enumerate(losses):
         avg = 0.8 * avg + 0.2 * value
@@ -118,13 +130,17 @@ if "A" in a.modes:
     res.update(A_min_lr=lrs[imin], A_steep_lr=lrs[isteep], A_losses=[round(x, 3) for x in losses])
 if "B" in a.modes:
     grid = [float(x) for x in a.grid.split(",")]
-    probes = {}
+    probes, per = {}, {}
     for lr in grid:
-        _, pl = run([lr] * a.steps)
+        _, pl, per[lr] = run([lr] * a.steps)
         probes[lr] = pl
-    res.update(
-        B_probe=probes, B_best=min(probes, key=lambda k: probes[k] if math.isfinite(probes[k]) else 1e9)
-    )
+    best = min(probes, key=lambda k: probes[k] if math.isfinite(probes[k]) else 1e9)
+    # paired standard error of (point - best) over the probe's examples: how decisive the race is
+    paired = {}
+    for lr in grid:
+        d = torch.tensor(per[lr]) - torch.tensor(per[best])
+        paired[lr] = [round(float(d.mean()), 4), round(float(d.std() / math.sqrt(len(d))), 4)]
+    res.update(B_probe=probes, B_best=best, B_gap_and_se=paired)
 print(json.dumps(res), flush=True)
 with open(__import__("pathlib").Path(__file__).with_name("results.jsonl"), "a") as f:
     f.write(json.dumps(res) + "\n")
