@@ -182,9 +182,11 @@ class HDETSchedule:
 
         The base value after the controller is the configured schedule x this factor, so for the LR a plain
         run (no HDET) at ``learning_rate x final_scale()`` uses the peak the controller settled on. How close
-        that is to a sweep's best LR depends on the task: 0.75-1.14x from every start on the benchmarks' 300-
-        step language model, 0.23-2.6x on the 600- to 2,000-step ones (inside their flat optima), 0.29-4.4x on
-        the pretrained classifier (BENCHMARKS.md, "The controller", reading 17).
+        that is to a sweep's best LR depends on the task and the start: with the default controller, on the
+        benchmarks' six language-model tasks 1.2-2.5x from 3x above, 0.5-1.7x from the best LR and 0.3-1x from
+        10x below; on the pretrained classifiers about the start LR from 3x above (the controller hardly moves
+        there). A plain second run at it ended within 1 % of the sweep's best on four of the six language-model
+        tasks from 3x above (BENCHMARKS.md, "The controller", reading 43).
 
         Example:
             >>> moved = {"step": 10, "scale": {"lr": 1.5}, "controller_active": True}

@@ -131,7 +131,7 @@ class HDETCallback(TrainerCallback):
             if found is not None:
                 logger.info(
                     "HDET: the controller ended at %.3gx --learning_rate (%.3g): a plain run at that LR trains at "
-                    "the peak it settled on (BENCHMARKS.md, 'The controller', reading 17, says how close to a "
+                    "the peak it settled on (BENCHMARKS.md, 'The controller', reading 43, says how close to a "
                     "sweep's best LR that was per task).",
                     found,
                     args.learning_rate * found,

@@ -89,7 +89,7 @@ def test_trainer_push_to_hub_sends_schedule_and_plot_and_replay_reproduces_it(tm
     logged = [r.getMessage() for r in caplog.records if "the controller ended at" in r.getMessage()]
     assert logged == [
         f"HDET: the controller ended at {found:.3g}x --learning_rate ({trainer.args.learning_rate * found:.3g}): "
-        "a plain run at that LR trains at the peak it settled on (BENCHMARKS.md, 'The controller', reading 17, "
+        "a plain run at that LR trains at the peak it settled on (BENCHMARKS.md, 'The controller', reading 43, "
         "says how close to a sweep's best LR that was per task)."
     ]
     model = torch.nn.Linear(2, 2)
