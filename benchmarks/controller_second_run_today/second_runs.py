@@ -12,6 +12,12 @@ session 16, and more), so the LR a run ends with changed too. This script
 
     python benchmarks/controller_second_run_today/second_runs.py --commands > queue.sh && bash queue.sh
     python benchmarks/controller_second_run_today/second_runs.py > benchmarks/controller_second_run_today/table.md
+
+The second table: the second run as the default HDET run again, from the first's final LR (tasks a and e from 3x
+above), e.g. task a seed 0 (``R`` the default's row name below):
+
+    python scripts/benchmark_quality.py --out_dir benchmarks/controller_second_run_today/hdet_a_seed0 --seed 0 \
+        --grid 0.0214 --max_grid_extensions 0 --best_lr 0.0214 --configs ${R}_best
 """
 
 from __future__ import annotations
@@ -147,11 +153,36 @@ def table() -> str:
     return "\n".join(out)
 
 
+def hdet_second_runs() -> str:
+    """The second run as the default HDET run again, started at the first's final LR (``hdet_<task>_seed<s>/``)."""
+    out = ["| task | start of run 1 | run 2 (HDET from run 1's final LR), per seed | mean | its final LR / best |",
+           "|---|---|---|---|---|"]
+    firsts = {(r[0], r[1], r[2]): r for r in runs()}
+    for task, (folders, best, _) in TASKS.items():
+        ratios, finals = [], []
+        for seed, folder in enumerate(folders):
+            rows = [r for r in _rows(HERE / f"hdet_{task}_seed{seed}") if r.get("kind") == "hdet"]
+            if not rows:
+                break
+            ddp = _ddp(_rows(ROOT / "benchmarks" / folder))
+            best_loss = next(v for k, v in ddp.items() if _same_lr(k, best))
+            assert _same_lr(rows[-1]["start_lr"], firsts[(task, seed, "high")][4])
+            ratios.append(rows[-1]["eval_loss"] / best_loss)
+            finals.append(rows[-1]["final_lr"] / best)
+        if len(ratios) == len(folders):
+            name = "b'" if task == "bp" else task
+            out.append(
+                f"| {name} | 3x above | {' / '.join(f'{x:.3f}' for x in ratios)} | {statistics.mean(ratios):.3f} "
+                f"| {' / '.join(f'{x:.2f}' for x in finals)} |"
+            )
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commands", action="store_true", help="print the runs still missing, one call a line")
     args = parser.parse_args()
-    print(commands() if args.commands else table())
+    print(commands() if args.commands else table() + "\n\n" + hdet_second_runs())
 
 
 if __name__ == "__main__":
