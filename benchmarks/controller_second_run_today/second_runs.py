@@ -14,7 +14,7 @@ session 16, and more), so the LR a run ends with changed too. This script
     python benchmarks/controller_second_run_today/second_runs.py > benchmarks/controller_second_run_today/table.md
 
 The second table: the second run as the default HDET run again, from the first's final LR (tasks a and e from 3x
-above), e.g. task a seed 0 (``R`` the default's row name below):
+above), e.g. task a seed 0 (``R`` is ``ROWS[0]``, the default's row name):
 
     python scripts/benchmark_quality.py --out_dir benchmarks/controller_second_run_today/hdet_a_seed0 --seed 0 \
         --grid 0.0214 --max_grid_extensions 0 --best_lr 0.0214 --configs ${R}_best

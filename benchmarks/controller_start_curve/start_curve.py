@@ -75,6 +75,15 @@ def commands() -> str:
     return "\n".join(lines)
 
 
+def _cells(values: list[float | None], fmt: str = "{:.3f}") -> str:
+    return " / ".join("-" if v is None else fmt.format(v) for v in values)
+
+
+def _mean(values: list[float | None]) -> float | None:
+    """The mean over the seeds, or None while a seed is missing."""
+    return None if None in values else statistics.mean(values)
+
+
 def table_and_plot() -> str:
     per_seed = [points(seed) for seed in range(3)]
     starts = sorted(set(HDET_STARTS))
@@ -92,21 +101,12 @@ def table_and_plot() -> str:
             hdet_r.append(hdet[lr] / best if lr in hdet else None)
             fin.append(final[lr] / BEST if lr in final else None)
 
-        def cells(values, fmt="{:.3f}"):
-            return " / ".join("-" for _ in ()) if not values else " / ".join(
-                "-" if v is None else fmt.format(v) for v in values
-            )
-
-        def mean(values):
-            done = [v for v in values if v is not None]
-            return statistics.mean(done) if len(done) == len(values) else None
-
         for kind, values in (("DDP", ddp_r), ("HDET", hdet_r)):
-            if mean(values) is not None:
-                curve[kind].append((lr / BEST, mean(values), statistics.stdev(values)))
+            if _mean(values) is not None:
+                curve[kind].append((lr / BEST, _mean(values), statistics.stdev(values)))
         out.append(
-            f"| {lr:g} ({lr / BEST:g}x) | {cells(ddp_r)} | {'-' if mean(ddp_r) is None else f'{mean(ddp_r):.3f}'} "
-            f"| {cells(hdet_r)} | {'-' if mean(hdet_r) is None else f'{mean(hdet_r):.3f}'} | {cells(fin, '{:.2f}')} |"
+            f"| {lr:g} ({lr / BEST:g}x) | {_cells(ddp_r)} | {'-' if _mean(ddp_r) is None else f'{_mean(ddp_r):.3f}'} "
+            f"| {_cells(hdet_r)} | {'-' if _mean(hdet_r) is None else f'{_mean(hdet_r):.3f}'} | {_cells(fin, '{:.2f}')} |"
         )
     _plot(curve)
     return "\n".join(out)
