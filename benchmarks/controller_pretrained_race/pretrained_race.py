@@ -43,7 +43,9 @@ from hdet_hf.examples.data import (
 from hdet_hf.schedulers import one_cycle_base_schedule
 
 HERE = Path(__file__).resolve().parent
-SIZES = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=172, num_attention_heads=4, num_key_value_heads=2)
+SIZES = dict(
+    hidden_size=64, num_hidden_layers=2, intermediate_size=172, num_attention_heads=4, num_key_value_heads=2
+)
 
 
 def code_corpus(tokenizer, block_size: int) -> datasets.DatasetDict:
@@ -141,19 +143,30 @@ def main() -> None:
         print("pretrained; docstring eval loss", float(per_block_losses(model, docs_eval).mean()), flush=True)
 
     train_ds = code["train"]
-    eval_blocks = {"input_ids": torch.tensor(code["validation"].select(range(240))["input_ids"])}  # as task a: 240
+    eval_blocks = {
+        "input_ids": torch.tensor(code["validation"].select(range(240))["input_ids"])
+    }  # as task a: 240
     order = torch.randperm(len(train_ds), generator=torch.Generator().manual_seed(a.seed)).tolist()
-    probe_idx, order = order[:64], order[64:]  # the race's probe: held-out train blocks, as HDET's probe holdout
+    probe_idx, order = (
+        order[:64],
+        order[64:],
+    )  # the race's probe: held-out train blocks, as HDET's probe holdout
     probe = {"input_ids": torch.tensor(train_ds[probe_idx]["input_ids"])}
     grid = [float(x) for x in a.grid.split(",")]
-    res = {"init": a.init, "seed": a.seed, "steps": a.steps, "train_blocks": len(order),
-           "eval_blocks": len(eval_blocks["input_ids"]), "at_init_eval": float(per_block_losses(build(), eval_blocks).mean())}
+    res = {
+        "init": a.init,
+        "seed": a.seed,
+        "steps": a.steps,
+        "train_blocks": len(order),
+        "eval_blocks": len(eval_blocks["input_ids"]),
+        "at_init_eval": float(per_block_losses(build(), eval_blocks).mean()),
+    }
     t0 = time.time()
     sweep = {}
     for lr in grid:
         model = build()
         lrs = one_cycle_lrs(lr, a.steps)
-        train(model, train_ds, order, a.steps, a.batch, lambda s: lrs[s])
+        train(model, train_ds, order, a.steps, a.batch, lambda s, lrs=lrs: lrs[s])
         sweep[lr] = round(float(per_block_losses(model, eval_blocks).mean()), 4)
         print("sweep", lr, sweep[lr], f"{time.time() - t0:.0f}s", flush=True)
     res["sweep"] = sweep
@@ -167,8 +180,13 @@ def main() -> None:
                 per[lr] = per_block_losses(model, probe)
             losses = {lr: float(v.mean()) for lr, v in per.items()}
             best = min(losses, key=lambda x: losses[x] if math.isfinite(losses[x]) else 1e9)
-            gaps = {lr: [round(float((per[lr] - per[best]).mean()), 4),
-                         round(float((per[lr] - per[best]).std() / math.sqrt(len(per[best]))), 4)] for lr in grid}
+            gaps = {
+                lr: [
+                    round(float((per[lr] - per[best]).mean()), 4),
+                    round(float((per[lr] - per[best]).std() / math.sqrt(len(per[best]))), 4),
+                ]
+                for lr in grid
+            }
             res[f"race_K{k}_{label}"] = {"best": best, "gap_and_se": gaps}
             print("race", k, label, best, gaps, flush=True)
     print(json.dumps(res), flush=True)
