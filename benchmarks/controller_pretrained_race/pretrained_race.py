@@ -26,6 +26,7 @@ import argparse
 import hashlib
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -40,9 +41,11 @@ from hdet_hf.examples.data import (
     group_texts_for_clm,
     load_default_task,
 )
-from hdet_hf.schedulers import one_cycle_base_schedule
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "scripts"))
+from benchmark_quality import one_cycle_shape  # noqa: E402
+
 SIZES = dict(
     hidden_size=64, num_hidden_layers=2, intermediate_size=172, num_attention_heads=4, num_key_value_heads=2
 )
@@ -97,15 +100,8 @@ def train(model, ds, order, steps: int, batch: int, lr_at, weight_decay: float =
 
 
 def one_cycle_lrs(peak: float, steps: int) -> list[float]:
-    param = torch.nn.Parameter(torch.zeros(1))
-    opt = torch.optim.AdamW([param], lr=peak)
-    sched = one_cycle_base_schedule(opt, steps, 0)
-    lrs = []
-    for _ in range(steps):
-        lrs.append(opt.param_groups[0]["lr"])
-        opt.step()
-        sched.step()
-    return lrs
+    """HDET's OneCycle base schedule at this peak (`benchmark_quality.one_cycle_shape`, the shape every task runs)."""
+    return [peak * value for value in one_cycle_shape(steps)]
 
 
 def main() -> None:
