@@ -110,7 +110,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0, help="Fine-tuning data order and (scratch) init seed.")
     p.add_argument("--steps", type=int, default=200, help="Fine-tuning steps of each sweep point.")
     p.add_argument("--race_steps", default="30,60", help="K of the race (comma-separated).")
-    p.add_argument("--grid", default="3e-4,1e-3,3e-3,1e-2,3e-2")
+    p.add_argument("--grid", default="1e-3,3e-3,1e-2,3e-2,1e-1", help="LRs of the sweep and the race.")
     p.add_argument("--pretrain_steps", type=int, default=300)
     p.add_argument("--pretrain_lr", type=float, default=0.01)
     p.add_argument("--batch", type=int, default=32, help="Global batch (blocks); one replica's is batch / 4.")
