@@ -399,6 +399,25 @@ class HDETConfig:
             "schedule; f > 1."
         },
     )
+    start_race_steps: int = field(
+        default=0,
+        metadata={
+            "help": "With --hdet_auto_lr (HDETTrainer): before the first step, each replica trains a copy of the "
+            "initial weights for this many steps at its own constant LR, the peak LR x f ** (r / (N - 1)) for replica "
+            "r of N (f: --hdet_controller_max_factor), on the same batches; then all score their copy on the probe "
+            "batch. The run keeps its initial weights and starts the controller at the winner's multiplier when it "
+            "beats the start LR by --hdet_start_race_significance paired standard errors. It only raises: a race "
+            "from the initial weights favours small steps (BENCHMARKS.md, readings 43 and 45). Costs this many "
+            "extra steps per replica at the start. 0 (default): no race."
+        },
+    )
+    start_race_significance: float = field(
+        default=2.0,
+        metadata={
+            "help": "How many standard errors (paired over the probe batch's examples) the start race's winner "
+            "must beat the start LR by before the run starts at the winner's LR."
+        },
+    )
     lr_groups: bool = field(
         default=False,
         metadata={
@@ -716,6 +735,25 @@ class HDETConfig:
                 f"{_flag('sync_warmup_steps')} has no effect with {_flag('gradient_sync')} shared: gradients are "
                 "already all-reduced every step.",
                 stacklevel=3,
+            )
+        if not isinstance(self.start_race_steps, int) or self.start_race_steps < 0:
+            raise ValueError(
+                f"{_flag('start_race_steps')} must be an integer >= 0 (0: no race), but got {self.start_race_steps!r}."
+            )
+        if not (math.isfinite(self.start_race_significance) and self.start_race_significance >= 0):
+            raise ValueError(
+                f"{_flag('start_race_significance')} must be a finite number >= 0, but got "
+                f"{self.start_race_significance!r}. Use e.g. 2."
+            )
+        if self.start_race_steps > 0 and not self.auto_lr:
+            raise ValueError(
+                f"{_flag('start_race_steps')} sets where the auto-LR controller starts, but {_flag('auto_lr')} is "
+                f"off. Add {_flag('auto_lr')}, or drop {_flag('start_race_steps')}."
+            )
+        if self.start_race_steps > 0 and self.hsdp_shard_size > 0:
+            raise ValueError(
+                f"{_flag('start_race_steps')} races whole replicas, one per process; with "
+                f"{_flag('hsdp_shard_size')} each replica is sharded over a group. Drop one of the two."
             )
         if self.auto_lr and self.lr_spread == 0:
             raise ValueError(

@@ -33,7 +33,7 @@ from torch import nn
 from .centre_point import centre_after_offsets, centre_after_step_size, uses_centre_point
 from .collectives import NoContributorError, fused_average_, gather_rows
 from .config import HDETConfig
-from .controller import ControllerSettings
+from .controller import ControllerSettings, ControllerState
 from .controller_step import ControllerStep
 from .converge_stats import GatheredStats, StatsLayout
 from .cooldown import cooldown_score
@@ -306,6 +306,20 @@ class HDETEngine(ExploredValues, RunRecordViews, EngineCheckpoint, ControllerSte
         """Make every replica start from rank 0's weights (what DDP does at wrap time; ``local`` mode has no DDP)."""
         if self.world_size > 1:
             self.replica.broadcast_from_rank0(self.bucket_cap_bytes, self.group)
+
+    def start_at_scale(self, scale: float, race: dict | None = None) -> None:
+        """Start every auto-moved LR at ``scale`` x its schedule (the start race's outcome), before the first
+        step; ``race`` is recorded in the schedule (``extra["start_race"]``)."""
+        if self.step != 0:
+            raise RuntimeError(f"The start scale is set before the first step, but this run is at step {self.step}.")
+        bound = self.config.controller_max_factor
+        if not (math.isfinite(scale) and 1.0 / bound <= scale <= bound):
+            raise ValueError(f"The start scale must lie within the controller's bound [1/{bound}, {bound}], got {scale}.")
+        for name, hparam in self.registry.hparams.items():
+            if hparam.is_lr and hparam.auto:
+                self.registry.controllers[name] = ControllerState(scale=float(scale))
+        if race is not None:
+            self.recorder.record.extra["start_race"] = race
 
     # ------------------------------------------------------------------------------------------- converge
     @torch.no_grad()

@@ -178,6 +178,7 @@ class RunRecorder:
             "trajectory": self.record.trajectory,
             "values_per_step": self.record.values_per_step,
             "divergence_events": self.record.divergence_events,
+            "extra": self.record.extra,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -187,6 +188,7 @@ class RunRecorder:
         self.record.values_per_step.clear()
         self.record.values_per_step.update({k: list(v) for k, v in state.get("values_per_step", {}).items()})
         self.record.divergence_events[:] = list(state.get("divergence_events", []))
+        self.record.extra.update(state.get("extra", {}))  # e.g. the start race (saved since session 40)
 
 
 class RunRecordViews:

@@ -63,6 +63,7 @@ from .schedule_metadata import (
 )
 from .schedulers import HDETLRScheduler, one_cycle_base_schedule
 from .score_window import COOLDOWN_SIGNALS
+from .trainer_race import run_start_race
 
 __all__ = ["HDETTrainer", "HDETTrainerMixin", "HDETCallback", "STATE_FILENAME", "OPTIMIZER_FILENAME"]
 
@@ -90,6 +91,9 @@ class HDETCallback(TrainerCallback):
         ):
             # No DDP wrapper (local mode, HSDP) to make the replicas start equal: replica 0's weights.
             engine.broadcast_from_rank0()
+        if engine is not None and engine.step == 0 and args.hdet_config.start_race_steps > 0:
+            run_start_race(self.trainer)
+            self.trainer.lr_scheduler.reapply()
         # Model tags reach every card written later, including PEFT's adapter card, which rewrites the tag list.
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)
         if engine is not None and hasattr(model, "add_model_tags"):
@@ -294,6 +298,30 @@ class HDETTrainerMixin:
 
     def _make_probe_fn(self, size: int):
         """Loss of this replica on one batch that is identical on every rank (held-out data if there is any)."""
+        batch = self._prepare_inputs(self.data_collator(self._probe_examples(size)))
+
+        def probe() -> float:
+            return float(self._plain_loss(batch))
+
+        return probe
+
+    def _plain_loss(self, batch: dict[str, Any]) -> torch.Tensor:
+        """The model's loss on ``batch`` in eval mode, without gradients and without label smoothing."""
+        model = self.model
+        was_training = model.training
+        model.eval()
+        # Score plain NLL: each rank's own label smoothing would bias the comparison. A copy of the
+        # batch, because compute_loss pops "labels" when a label smoother is active.
+        smoother, self.label_smoother = self.label_smoother, None
+        try:
+            with torch.no_grad(), self.compute_loss_context_manager():
+                return self.compute_loss(model, dict(batch)).detach()
+        finally:
+            self.label_smoother = smoother
+            model.train(was_training)
+
+    def _probe_examples(self, size: int) -> list[Any]:
+        """The shared probe's examples: the first ``size`` of the eval set, else of the train set."""
         dataset, problems = None, []
         # The eval set if it can give a batch, else the train set (the help text of the flag says so).
         for name, candidate in (("eval_dataset", self.eval_dataset), ("train_dataset", self.train_dataset)):
@@ -317,24 +345,7 @@ class HDETTrainerMixin:
         count = min(size, len(dataset))
         if hasattr(dataset, "select"):  # a datasets.Dataset: drop the columns the model does not take
             dataset = self._remove_unused_columns(dataset.select(range(count)), description="probe")
-        batch = self._prepare_inputs(self.data_collator([dataset[i] for i in range(count)]))
-
-        def probe() -> float:
-            model = self.model
-            was_training = model.training
-            model.eval()
-            # Score plain NLL: each rank's own label smoothing would bias the comparison. A copy of the
-            # batch, because compute_loss pops "labels" when a label smoother is active.
-            smoother, self.label_smoother = self.label_smoother, None
-            try:
-                with torch.no_grad(), self.compute_loss_context_manager():
-                    loss = self.compute_loss(model, dict(batch))
-            finally:
-                self.label_smoother = smoother
-                model.train(was_training)
-            return float(loss)
-
-        return probe
+        return [dataset[i] for i in range(count)]
 
     def _make_cooldown_loss_fn(self, probe_size: int, batch_size: int, seed: int) -> Callable[[int], torch.Tensor]:
         """Training loss of the unwrapped model on cool-down batch ``i`` of the current converge.

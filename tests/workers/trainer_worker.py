@@ -22,6 +22,7 @@ class WorkerArgs:
     num_samples: int = field(default=64)
     hidden_size: int = field(default=16)
     with_eval: bool = field(default=False)
+    profile_race: bool = field(default=False)
 
 
 def flat_params(model) -> torch.Tensor:
@@ -67,8 +68,28 @@ class Recorder(TrainerCallback):
             self.prof = None
 
 
+def profile_start_race(collectives: dict[str, int]) -> None:
+    """Count the collectives of the start race (it runs in on_train_begin, before the Recorder's profile)."""
+    import hdet_hf.trainer
+
+    race = hdet_hf.trainer.run_start_race
+
+    def profiled(trainer):
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            decision = race(trainer)
+        for event in prof.events():
+            if event.name.startswith("gloo:"):
+                collectives[event.name] = collectives.get(event.name, 0) + 1
+        return decision
+
+    hdet_hf.trainer.run_start_race = profiled
+
+
 def main() -> None:
     worker, args = HfArgumentParser((WorkerArgs, HDETTrainingArguments)).parse_args_into_dataclasses()
+    race_collectives: dict[str, int] = {}
+    if worker.profile_race:
+        profile_start_race(race_collectives)
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=64,
@@ -119,6 +140,7 @@ def main() -> None:
             "world_size": dist.get_world_size() if dist.is_initialized() else 1,
             "trainer_world_size": args.world_size,
             "first_batch": recorder.first_batch,
+            "race_collectives": race_collectives,
         },
         os.path.join(worker.dump_dir, f"rank{rank}.pt"),
     )

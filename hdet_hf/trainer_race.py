@@ -1,0 +1,123 @@
+"""HDETTrainer's start race: the replicas race copies of the initial weights (the rule: `start_race.py`).
+
+Goes around the Trainer's loop on purpose: the race trains for ``--hdet_start_race_steps`` steps that are not
+the run's (no gradient sync, no schedule, no callbacks, no logging of train loss) and then puts the initial
+weights, optimizer state and random number generators back, so a race that decides "no raise" leaves the run
+exactly as it would have been without it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import torch
+from tqdm.auto import tqdm
+
+from .collectives import gather_rows
+from .start_race import RaceDecision, decide_race, race_multipliers
+
+if TYPE_CHECKING:
+    from .trainer import HDETTrainerMixin
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["run_start_race"]
+
+
+def peak_lr(group: dict[str, Any]) -> float:
+    """A param group's peak LR under its schedule: OneCycleLR's ``max_lr``, else the schedulers' ``initial_lr``
+    (the Trainer's schedules are LambdaLR factors of it that peak at 1), else its current LR."""
+    return float(group.get("max_lr", group.get("initial_lr", group["lr"])))
+
+
+def _race_examples(trainer: HDETTrainerMixin, steps: int, batch_size: int, skip: int) -> list[list[Any]]:
+    """``steps`` batches of train examples, the same on every rank (a generator seeded by ``--seed``), leaving out
+    the first ``skip`` examples (the probe's, when it comes from the train set)."""
+    dataset = trainer.train_dataset
+    if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
+        raise ValueError(
+            "--hdet_start_race_steps draws the race's batches from the train_dataset, which must be sized and "
+            "indexable (not a streaming dataset). Drop --hdet_start_race_steps."
+        )
+    if hasattr(dataset, "column_names"):  # a datasets.Dataset: drop the columns the model does not take
+        dataset = trainer._remove_unused_columns(dataset, description="start race")
+    skip = skip if len(dataset) - skip >= 1 else 0
+    generator = torch.Generator().manual_seed(trainer.args.seed * 1_000_003 + 40)
+    order = (skip + torch.randperm(len(dataset) - skip, generator=generator)).tolist()
+    size = min(batch_size, len(order))
+    return [[dataset[order[(i * size + j) % len(order)]] for j in range(size)] for i in range(steps)]
+
+
+def run_start_race(trainer: HDETTrainerMixin) -> RaceDecision | None:
+    """Race, decide on every rank alike, and start the engine's controller at the decided scale.
+
+    Returns None (and races nothing) with fewer than two replicas.
+    """
+    engine = trainer.hdet_engine
+    args = trainer.args
+    config = args.hdet_config
+    steps = config.start_race_steps
+    if engine.world_size < 2:
+        logger.warning("HDET: --hdet_start_race_steps needs two or more replicas; this run has one, no race.")
+        return None
+    multipliers = race_multipliers(engine.world_size, config.controller_max_factor)
+    multiplier = multipliers[engine.rank]
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    optimizer = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
+    if any(len(state) for state in optimizer.state.values()):
+        raise RuntimeError("The start race runs before the optimizer's first step, but the optimizer has state.")
+    probe_examples = trainer._probe_examples(config.probe_size)
+    from_train = trainer.eval_dataset is None
+    batches = _race_examples(trainer, steps, args.per_device_train_batch_size, len(probe_examples) * from_train)
+
+    # On the CPU: the race must not hold a second copy of the weights in accelerator memory.
+    initial = {name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
+    rng = torch.random.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    schedule_lrs = [group["lr"] for group in optimizer.param_groups]
+    was_training = model.training
+    try:
+        for group in optimizer.param_groups:
+            group["lr"] = peak_lr(group) * multiplier
+        model.train()
+        bar = tqdm(batches, desc="HDET start race", disable=not trainer.is_world_process_zero(), leave=False)
+        # The unwrapped model: its backward leaves gradients unsynchronised (each replica races its own LR).
+        for examples in bar:
+            batch = trainer._prepare_inputs(trainer.data_collator(examples))
+            with trainer.compute_loss_context_manager():
+                loss = trainer.compute_loss(model, batch)
+            loss.backward()
+            if args.max_grad_norm:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        # One example at a time: the decision needs each example's loss for a paired standard error.
+        losses = torch.stack(
+            [trainer._plain_loss(trainer._prepare_inputs(trainer.data_collator([ex]))) for ex in probe_examples]
+        ).float()
+    finally:
+        model.load_state_dict(initial)
+        optimizer.state.clear()
+        for group, lr in zip(optimizer.param_groups, schedule_lrs):
+            group["lr"] = lr
+        torch.random.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+        model.train(was_training)
+    device = next(model.parameters()).device
+    gathered = gather_rows(losses, engine.rank, engine.world_size, device=device, group=engine.group)
+    decision = decide_race(gathered, multipliers, config.start_race_significance)
+    engine.start_at_scale(decision.scale, race={**decision.to_dict(), "steps": steps})
+    if trainer.is_world_process_zero():
+        logger.info(
+            "HDET start race (%d steps, LR x %s): probe losses %s; the run starts at %.3gx --learning_rate "
+            "(gap %.4f, %.1f standard errors).",
+            steps,
+            ", ".join(f"{m:.3g}" for m in multipliers),
+            ", ".join(f"{x:.4f}" for x in decision.probe_losses),
+            decision.scale,
+            decision.gap,
+            decision.gap / decision.standard_error if decision.standard_error > 0 else float("inf"),
+        )
+    return decision

@@ -1,0 +1,109 @@
+"""The start race's rule (`hdet_hf/start_race.py`) and its settings, without processes."""
+
+import math
+
+import pytest
+import torch
+
+from hdet_hf import HDETConfig
+from hdet_hf.start_race import decide_race, race_multipliers
+
+
+def test_multipliers_span_the_controller_bound_geometrically():
+    assert race_multipliers(2, 10.0) == [1.0, 10.0]
+    four = race_multipliers(4, 10.0)
+    assert four[0] == 1.0 and four[-1] == pytest.approx(10.0)
+    ratios = [b / a for a, b in zip(four, four[1:])]
+    assert ratios == pytest.approx([10 ** (1 / 3)] * 3)
+    with pytest.raises(ValueError, match="at least 2 replicas"):
+        race_multipliers(1, 10.0)
+
+
+def losses(*rows):
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+def test_a_significant_winner_above_the_start_sets_the_scale():
+    # Replica 2 is lower than the start on every example by 0.5 +- 0.1: about 16 standard errors.
+    start = [3.0, 3.2, 2.9, 3.1, 3.05, 2.95]
+    better = [x - d for x, d in zip(start, [0.5, 0.6, 0.4, 0.5, 0.45, 0.55])]
+    decision = decide_race(losses(start, [x - 0.1 for x in start], better), [1.0, 3.16, 10.0], 2.0)
+    assert decision.winner == 2 and decision.scale == 10.0
+    assert decision.gap == pytest.approx(0.5)
+    assert decision.standard_error == pytest.approx(float(torch.tensor([0.5, 0.6, 0.4, 0.5, 0.45, 0.55]).std()) / math.sqrt(6))
+
+
+def test_a_winner_within_the_noise_changes_nothing():
+    start = [3.0, 3.2, 2.9, 3.1]
+    noisy = [2.5, 3.6, 2.6, 3.4]  # lower on average by 0.025, differences +-0.4
+    decision = decide_race(losses(start, noisy), [1.0, 10.0], 2.0)
+    assert decision.winner == 1 and decision.scale == 1.0
+    assert decide_race(losses(start, noisy), [1.0, 10.0], 0.0).scale == 10.0  # no significance asked
+
+
+def test_the_start_winning_or_diverged_copies_never_raise():
+    start = [1.0, 1.1, 0.9]
+    assert decide_race(losses(start, [2.0, 2.1, 1.9]), [1.0, 10.0], 2.0).scale == 1.0
+    # A copy that diverged (a non-finite loss) cannot win, however low its other examples.
+    decision = decide_race(losses(start, [0.1, math.nan, 0.1]), [1.0, 10.0], 0.0)
+    assert decision.winner == 0 and decision.scale == 1.0 and math.isinf(decision.probe_losses[1])
+    # A start that diverged leaves no paired error to test a raise against.
+    assert decide_race(losses([math.inf, 1.0, 1.0], [0.5, 0.5, 0.5]), [1.0, 10.0], 0.0).scale == 1.0
+    # One probe example: no standard error.
+    assert decide_race(losses([2.0], [1.0]), [1.0, 10.0], 0.0).scale == 1.0
+
+
+def test_the_decision_is_json_ready():
+    decision = decide_race(losses([2.0, 2.2], [1.0, 1.1]), [1.0, 10.0], 2.0)
+    record = decision.to_dict()
+    assert record["scale"] == 10.0 and record["multipliers"] == [1.0, 10.0]
+    assert all(isinstance(x, float) for x in record["probe_losses"])
+
+
+def test_the_rule_checks_its_input_shape():
+    with pytest.raises(ValueError, match=r"\[3, examples\]"):
+        decide_race(losses([1.0], [1.0]), [1.0, 2.0, 3.0], 2.0)
+
+
+def test_settings_are_validated():
+    assert HDETConfig(auto_lr=True, start_race_steps=60).start_race_steps == 60
+    with pytest.raises(ValueError, match="--hdet_start_race_steps must be an integer >= 0"):
+        HDETConfig(auto_lr=True, start_race_steps=-1)
+    with pytest.raises(ValueError, match="--hdet_start_race_steps must be"):
+        HDETConfig(auto_lr=True, start_race_steps=2.5)
+    with pytest.raises(ValueError, match="--hdet_auto_lr is off"):
+        HDETConfig(start_race_steps=10)
+    with pytest.raises(ValueError, match="--hdet_hsdp_shard_size"):
+        HDETConfig(auto_lr=True, start_race_steps=10, hsdp_shard_size=2)
+    with pytest.raises(ValueError, match="--hdet_start_race_significance must be a finite number >= 0"):
+        HDETConfig(auto_lr=True, start_race_steps=10, start_race_significance=-1.0)
+
+
+def _engine(**config):
+    import warnings
+
+    from hdet_hf.engine import HDETEngine
+
+    model = torch.nn.Linear(3, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one process: "nothing to spread"
+        engine = HDETEngine(
+            HDETConfig(sync_interval=2, auto_lr=True, **config), model, torch.optim.SGD(model.parameters(), lr=0.1), 6
+        )
+    return engine
+
+
+def test_the_engine_starts_the_controller_at_the_race_scale_and_records_it():
+    engine = _engine()
+    engine.start_at_scale(4.0, race={"scale": 4.0, "steps": 3})
+    assert engine.apply_lr([0.1]) == pytest.approx([0.4])  # one process: multiplier 1
+    assert engine.schedule().extra["start_race"] == {"scale": 4.0, "steps": 3}
+    # The record survives a checkpoint round trip (a resumed run keeps what its race decided).
+    resumed = _engine()
+    resumed.load_state_dict(engine.state_dict())
+    assert resumed.schedule().extra["start_race"] == {"scale": 4.0, "steps": 3}
+    with pytest.raises(ValueError, match="within the controller's bound"):
+        _engine().start_at_scale(11.0)
+    engine.end_step()
+    with pytest.raises(RuntimeError, match="before the first step"):
+        engine.start_at_scale(2.0)

@@ -1,0 +1,55 @@
+"""The start race under torchrun (2 gloo processes, HDETTrainer, a tiny Llama): what it changes and what it leaves."""
+
+import pytest
+import torch
+from distributed import load_ranks, torchrun
+
+pytestmark = pytest.mark.slow
+
+COMMON = [
+    "--per_device_train_batch_size", "4", "--report_to", "none", "--use_cpu", "--seed", "0", "--disable_tqdm",
+    "true", "--hdet", "--hdet_auto_lr", "--hdet_sync_interval", "3", "--max_steps", "6", "--save_strategy", "no",
+    "--logging_steps", "1000", "--profile_race", "--with_eval",
+]  # fmt: skip
+
+
+def run(tmp_path, name, *flags):
+    out = tmp_path / name
+    torchrun("trainer_worker.py", 2, ["--output_dir", str(out / "out"), "--dump_dir", str(out / "dump"), *COMMON, *flags])
+    return load_ranks(out / "dump", 2)
+
+
+def race_record(rank):
+    return rank["engine"]["extra"]["start_race"]
+
+
+def test_a_race_that_does_not_raise_leaves_the_run_bit_identical(tmp_path):
+    plain = run(tmp_path, "plain", "--learning_rate", "1e-2")
+    raced = run(
+        tmp_path, "raced", "--learning_rate", "1e-2", "--hdet_start_race_steps", "4",
+        "--hdet_start_race_significance", "1e9",
+    )  # fmt: skip
+    record = race_record(raced[0])
+    assert record == race_record(raced[1])  # one decision, taken alike on every rank
+    assert record["scale"] == 1.0 and record["steps"] == 4 and record["multipliers"] == [1.0, 10.0]
+    # The copies raced apart: each replica trained at its own LR, so their probe losses differ.
+    assert record["probe_losses"][0] != record["probe_losses"][1]
+    # The race's only collective is the one that gathers the probe losses: no gradient all-reduce while racing.
+    for rank in raced:
+        assert rank["race_collectives"] == {"gloo:all_reduce": 1}, rank["race_collectives"]
+    # Weights, optimizer state and random streams were put back: the run is the one without a race, bit for bit.
+    for p, r in zip(plain, raced):
+        assert torch.equal(p["final"], r["final"])
+        assert p["lr_per_step"] == r["lr_per_step"]
+    assert "start_race" not in plain[0]["engine"]["extra"]
+
+
+def test_a_race_from_far_below_starts_the_run_at_the_winner(tmp_path):
+    plain = run(tmp_path, "plain", "--learning_rate", "1e-4")
+    raced = run(tmp_path, "raced", "--learning_rate", "1e-4", "--hdet_start_race_steps", "8")
+    record = race_record(raced[0])
+    assert record["winner"] == 1 and record["scale"] == 10.0
+    assert record["gap"] >= 2.0 * record["standard_error"] > 0
+    # The base LR starts at 10x the schedule (both runs: the same schedule, controller not yet moving).
+    assert raced[0]["lr_per_step"][0] == pytest.approx([10 * x for x in plain[0]["lr_per_step"][0]])
+    assert not torch.equal(plain[0]["final"], raced[0]["final"])
