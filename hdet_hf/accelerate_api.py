@@ -128,6 +128,12 @@ class HDETAccelerate:
                 f"controller_signal={self.config.controller_signal} is HDETTrainer-only; use "
                 "HDETConfig(controller_signal='train_and_averaged_probe') with HDETAccelerate."
             )
+        if self.config.start_race_steps > 0:
+            # The race trains on chosen batches before the first step, which only HDETTrainer can build.
+            raise ValueError(
+                "HDETConfig(start_race_steps=...) is HDETTrainer-only: a custom loop owns its batches. Drop it "
+                "with HDETAccelerate (start_race_steps=0)."
+            )
         check_no_accelerate_sharding(self.accelerator, hsdp=bool(self.config.hsdp_shard_size))
         if self.config.hsdp_shard_size:
             # HSDP: HDET builds the 2-D mesh and shards the model itself (Accelerate's FSDP plugin cannot run on

@@ -405,8 +405,9 @@ class HDETConfig:
             "help": "With --hdet_auto_lr (HDETTrainer): before the first step, each replica trains a copy of the "
             "initial weights for this many steps at its own constant LR, the peak LR x f ** (r / (N - 1)) for replica "
             "r of N (f: --hdet_controller_max_factor), on the same batches; then all score their copy on the probe "
-            "batch. The run keeps its initial weights and starts the controller at the winner's multiplier when it "
-            "beats the start LR by --hdet_start_race_significance paired standard errors. It only raises: a race "
+            "batch. The run keeps its initial weights and starts the controller at the winner's multiplier when every "
+            "larger LR beat the start and the winner beat it by --hdet_start_race_significance paired standard "
+            "errors. It only raises: a race "
             "from the initial weights favours small steps (BENCHMARKS.md, readings 43 and 45). Costs this many "
             "extra steps per replica at the start. 0 (default): no race."
         },

@@ -2,8 +2,14 @@
 
 Replica ``r`` of ``N`` races ``start x max_factor ** (r / (N - 1))`` (the start LR up to the controller's bound),
 all on the same batches, then every replica scores its copy on the same probe examples. The run keeps its
-initial weights and starts the base LR at the winner's multiplier, when the winner beats the start LR's replica
-by ``significance`` paired standard errors over the probe's examples; otherwise at 1 (the race changed nothing).
+initial weights and starts the base LR at the winner's multiplier when every larger LR beat the start (the start
+came last) and the winner beat it by ``significance`` paired standard errors over the probe's examples; otherwise
+at 1 (the race changed nothing).
+
+Why the start must come last: the standard error over the probe's examples measures the probe's noise, not the
+race's. At or above the right LR a from-scratch language model's candidates sit on a noisy plateau where one of
+them beats the start by 4 standard errors by chance (task f at its best LR, reading 45), while another does worse;
+far below the right LR every larger candidate does better.
 
 It only ever raises. A race of constant LRs from the initial weights favours small steps (the short-horizon bias,
 arXiv 1803.02021): on the from-scratch language models of BENCHMARKS.md it picks 0.1-0.3x the sweep's best LR
@@ -40,6 +46,7 @@ class RaceDecision:
     winner: int
     gap: float  # the start replica's mean probe loss minus the winner's
     standard_error: float  # of that gap, paired over the probe's examples
+    start_came_last: bool  # every larger LR beat the start
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -49,6 +56,7 @@ class RaceDecision:
             "winner": self.winner,
             "gap": self.gap,
             "standard_error": self.standard_error,
+            "start_came_last": self.start_came_last,
         }
 
 
@@ -56,9 +64,9 @@ def decide_race(per_example: torch.Tensor, multipliers: list[float], significanc
     """The starting scale from ``per_example`` (``[replicas, examples]`` probe losses; replica 0 raced the start).
 
     The winner is the replica with the lowest mean probe loss (a non-finite row cannot win). The scale is its
-    multiplier when its gap to replica 0 is at least ``significance`` standard errors of the paired differences
-    over the examples, else 1. With a single example, or a start whose copy diverged, there is no standard error
-    to test against and the scale stays 1.
+    multiplier when replica 0 (the start) has the highest mean of all and the winner's gap to it is at least
+    ``significance`` standard errors of the paired differences over the examples, else 1. With a single example,
+    or a start whose copy diverged, there is no standard error to test against and the scale stays 1.
     """
     losses = per_example.detach().to(torch.float64)
     if losses.dim() != 2 or losses.shape[0] != len(multipliers):
@@ -71,7 +79,9 @@ def decide_race(per_example: torch.Tensor, multipliers: list[float], significanc
         differences = losses[0] - losses[winner]
         gap = float(differences.mean())
         se = float(differences.std(unbiased=True)) / math.sqrt(losses.shape[1])
-    scale = multipliers[winner] if winner != 0 and gap > 0 and gap >= significance * se else 1.0
+    start_came_last = bool(finite[0]) and bool((means[1:] < means[0]).all())
+    raised = winner != 0 and start_came_last and gap > 0 and gap >= significance * se
+    scale = multipliers[winner] if raised else 1.0
     return RaceDecision(
         scale=float(scale),
         multipliers=[float(m) for m in multipliers],
@@ -79,4 +89,5 @@ def decide_race(per_example: torch.Tensor, multipliers: list[float], significanc
         winner=winner,
         gap=gap,
         standard_error=se if math.isfinite(se) else 0.0,
+        start_came_last=start_came_last,
     )

@@ -962,6 +962,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
                     for t in engine.trajectory
                 ],
                 syncs_with_excluded_ranks=sum(1 for t in engine.trajectory if t.get("excluded_ranks")),
+                start_race=engine.schedule().extra.get("start_race"),
             )
         else:
             record.update(final_lr=spec.lr, lr_per_step=recorder.lrs[:steps])

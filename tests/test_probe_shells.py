@@ -85,6 +85,18 @@ def test_accelerate_api_refuses_a_cooldown_signal_before_preparing():
     assert hdet.engine is None  # refused before anything was prepared
 
 
+def test_accelerate_api_refuses_the_start_race_before_preparing():
+    accelerator = Accelerator(cpu=True)
+    config = HDETConfig(auto_lr=True, start_race_steps=10, sync_interval=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hdet = HDETAccelerate(accelerator, config, total_steps=8)
+    model = torch.nn.Linear(4, 1)
+    with pytest.raises(ValueError, match=r"start_race_steps=\.\.\.\) is HDETTrainer-only"):
+        hdet.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), probe_fn=lambda: 0.0)
+    assert hdet.engine is None  # refused before anything was prepared
+
+
 def test_drop_in_scheduler_takes_the_sync_interval_as_a_fraction_of_the_run():
     model = torch.nn.Linear(4, 1)
     with warnings.catch_warnings():

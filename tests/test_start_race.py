@@ -41,6 +41,21 @@ def test_a_winner_within_the_noise_changes_nothing():
     assert decide_race(losses(start, noisy), [1.0, 10.0], 0.0).scale == 10.0  # no significance asked
 
 
+def test_a_raise_needs_every_larger_lr_to_beat_the_start():
+    # Task f at its best LR (reading 45): the 2.15x copy beat the start by ~4 standard errors, the 4.6x and 10x
+    # copies did worse: a plateau, not a start that is too low.
+    start = [5.9, 5.8, 5.95, 5.86, 5.87, 5.88]
+    second = [x - 0.04 + 0.005 * (i % 2) for i, x in enumerate(start)]
+    worse = [x + 0.15 for x in start]
+    decision = decide_race(losses(start, second, worse, worse), [1.0, 2.15, 4.64, 10.0], 2.0)
+    assert decision.winner == 1 and decision.gap >= 2.0 * decision.standard_error
+    assert not decision.start_came_last and decision.scale == 1.0
+    # The same winner with every larger copy ahead of the start raises.
+    between = [x - 0.01 for x in start]
+    raised = decide_race(losses(start, second, between, between), [1.0, 2.15, 4.64, 10.0], 2.0)
+    assert raised.start_came_last and raised.scale == 2.15
+
+
 def test_the_start_winning_or_diverged_copies_never_raise():
     start = [1.0, 1.1, 0.9]
     assert decide_race(losses(start, [2.0, 2.1, 1.9]), [1.0, 10.0], 2.0).scale == 1.0
