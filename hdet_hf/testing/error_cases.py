@@ -434,6 +434,23 @@ CASES: list[ErrorCase] = [
     ),
     _flags("--hdet_probe_size", "0", match=r"--hdet_probe_size must be a positive integer, but got 0"),
     _flags(
+        "--hdet_auto_lr",
+        "--hdet_start_race_steps",
+        "-1",
+        match=r"--hdet_start_race_steps must be an integer >= 0 \(0: no race\), but got -1",
+    ),
+    _flags(
+        "--hdet_auto_lr",
+        "--hdet_start_race_significance",
+        "-1",
+        match=r"--hdet_start_race_significance must be a finite number >= 0, but got -1.0",
+    ),
+    _flags(
+        "--hdet_start_race_steps",
+        "60",
+        match=r"--hdet_start_race_steps sets where the auto-LR controller starts, but --hdet_auto_lr is off",
+    ),
+    _flags(
         "--hdet_explore_until",
         "1.5",
         match=r"--hdet_explore_until must be a fraction of the run in \(0, 1\] or an integer step >= 1, but got 1.5",
