@@ -92,8 +92,15 @@ class HDETCallback(TrainerCallback):
             # No DDP wrapper (local mode, HSDP) to make the replicas start equal: replica 0's weights.
             engine.broadcast_from_rank0()
         if engine is not None and engine.step == 0 and args.hdet_config.start_race_steps > 0:
-            run_start_race(self.trainer)
+            decision = run_start_race(self.trainer)
             self.trainer.lr_scheduler.reapply()
+            if decision is not None:  # the race's outcome in the logs (and report_to backends), at step 0
+                self.trainer.log(
+                    {
+                        "hdet/start_race_scale": decision.scale,
+                        **{f"hdet/start_race_probe_loss_rank{r}": x for r, x in enumerate(decision.probe_losses)},
+                    }
+                )
         # Model tags reach every card written later, including PEFT's adapter card, which rewrites the tag list.
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)
         if engine is not None and hasattr(model, "add_model_tags"):

@@ -49,7 +49,10 @@ def test_a_race_from_far_below_starts_the_run_at_the_winner(tmp_path):
     raced = run(tmp_path, "raced", "--learning_rate", "1e-4", "--hdet_start_race_steps", "8")
     record = race_record(raced[0])
     assert record["winner"] == 1 and record["scale"] == 10.0
-    assert record["gap"] >= 2.0 * record["standard_error"] > 0
+    assert record["gap"] >= 2.0 * record["standard_error"] > 0 and record["start_came_last"]
+    # The outcome is logged at step 0, where report_to backends see it.
+    logged = [h for h in raced[0]["log_history"] if "hdet/start_race_scale" in h]
+    assert len(logged) == 1 and logged[0]["hdet/start_race_scale"] == 10.0 and logged[0]["step"] == 0
     # The base LR starts at 10x the schedule (both runs: the same schedule, controller not yet moving).
     assert raced[0]["lr_per_step"][0] == pytest.approx([10 * x for x in plain[0]["lr_per_step"][0]])
     assert not torch.equal(plain[0]["final"], raced[0]["final"])

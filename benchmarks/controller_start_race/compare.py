@@ -75,9 +75,11 @@ def main() -> None:
                 continue
             race, default, scales, ddp = zip(*got)
             raised = sum(1 for s in scales if s > 1.0001)
+            ddp = [x for x in ddp if x == x]  # a seed folder without DDP at this start LR
+            ddp_cell = f"{statistics.mean(ddp):.4f} ({len(ddp)} seeds)" if ddp else "-"
             print(
                 f"| {task} | {start} | {len(got)} | {statistics.mean(race):.4f} | {statistics.mean(default):.4f} | "
-                f"{raised} | {statistics.mean(ddp):.4f} |"
+                f"{raised} | {ddp_cell} |"
             )
 
 
