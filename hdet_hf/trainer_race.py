@@ -71,8 +71,10 @@ def run_start_race(trainer: HDETTrainerMixin) -> RaceDecision | None:
     from_train = trainer.eval_dataset is None
     batches = _race_examples(trainer, steps, args.per_device_train_batch_size, len(probe_examples) * from_train)
 
-    # On the CPU: the race must not hold a second copy of the weights in accelerator memory.
-    initial = {name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
+    # What the race can change: the trained parameters and the buffers (frozen weights, e.g. a LoRA base model, stay
+    # as they are). On the CPU: the race must not hold a second copy in accelerator memory.
+    changing = [p for p in model.parameters() if p.requires_grad] + list(model.buffers())
+    initial = [t.detach().to("cpu", copy=True) for t in changing]
     rng = torch.random.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
     schedule_lrs = [group["lr"] for group in optimizer.param_groups]
@@ -97,7 +99,9 @@ def run_start_race(trainer: HDETTrainerMixin) -> RaceDecision | None:
             [trainer._plain_loss(trainer._prepare_inputs(trainer.data_collator([ex]))) for ex in probe_examples]
         ).float()
     finally:
-        model.load_state_dict(initial)
+        with torch.no_grad():
+            for tensor, saved in zip(changing, initial):
+                tensor.copy_(saved)
         optimizer.state.clear()
         for group, lr in zip(optimizer.param_groups, schedule_lrs):
             group["lr"] = lr
