@@ -404,7 +404,8 @@ class HDETConfig:
         metadata={
             "help": "With --hdet_auto_lr (HDETTrainer): before the first step, each replica trains a copy of the "
             "initial weights for this many steps at its own constant LR, the peak LR x f ** (r / (N - 1)) for replica "
-            "r of N (f: --hdet_controller_max_factor), on the same batches; then all score their copy on the probe "
+            "r of N (f: --hdet_controller_max_factor), on the same batches of --per_device_train_batch_size examples "
+            "(one step per batch, no accumulation, no loss scaling); then all score their copy on the probe "
             "batch. The run keeps its initial weights and starts the controller at the winner's multiplier when every "
             "larger LR beat the start and the winner beat it by --hdet_start_race_significance paired standard "
             "errors. It only raises: a race "
