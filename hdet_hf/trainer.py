@@ -327,8 +327,9 @@ class HDETTrainerMixin:
             self.label_smoother = smoother
             model.train(was_training)
 
-    def _probe_examples(self, size: int) -> list[Any]:
-        """The shared probe's examples: the first ``size`` of the eval set, else of the train set."""
+    def _probe_examples(self, size: int, needed_by: str | None = None) -> list[Any]:
+        """The shared probe's examples: the first ``size`` of the eval set, else of the train set. ``needed_by``
+        names the flag that needs them in the error (default: the controller signal)."""
         dataset, problems = None, []
         # The eval set if it can give a batch, else the train set (the help text of the flag says so).
         for name, candidate in (("eval_dataset", self.eval_dataset), ("train_dataset", self.train_dataset)):
@@ -344,6 +345,12 @@ class HDETTrainerMixin:
                 dataset = candidate
                 break
         if dataset is None:
+            if needed_by is not None:
+                raise ValueError(
+                    f"{needed_by} scores the replicas on a shared probe batch from the eval_dataset, else the "
+                    f"train_dataset, but {' and '.join(problems)}. Pass a non-empty sized eval_dataset, or drop "
+                    f"{needed_by}."
+                )
             raise ValueError(
                 f"--hdet_controller_signal {self.args.hdet_config.controller_signal} draws its shared probe batch "
                 f"from the eval_dataset, else the train_dataset, but {' and '.join(problems)}. Pass a non-empty "

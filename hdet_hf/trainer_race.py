@@ -67,7 +67,7 @@ def run_start_race(trainer: HDETTrainerMixin) -> RaceDecision | None:
     optimizer = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
     if any(len(state) for state in optimizer.state.values()):
         raise RuntimeError("The start race runs before the optimizer's first step, but the optimizer has state.")
-    probe_examples = trainer._probe_examples(config.probe_size)
+    probe_examples = trainer._probe_examples(config.probe_size, needed_by="--hdet_start_race_steps")
     from_train = trainer.eval_dataset is None
     batches = _race_examples(trainer, steps, args.per_device_train_batch_size, len(probe_examples) * from_train)
 
