@@ -402,15 +402,16 @@ class HDETConfig:
     start_race_steps: int = field(
         default=0,
         metadata={
-            "help": "With --hdet_auto_lr (HDETTrainer): before the first step, each replica trains a copy of the "
-            "initial weights for this many steps at its own constant LR, the peak LR x f ** (r / (N - 1)) for replica "
-            "r of N (f: --hdet_controller_max_factor), on the same batches of --per_device_train_batch_size examples "
-            "(one step per batch, no accumulation, no loss scaling); then all score their copy on the probe "
-            "batch. The run keeps its initial weights and starts the controller at the winner's multiplier when every "
-            "larger LR beat the start and the winner beat it by --hdet_start_race_significance paired standard "
-            "errors. It only raises: a race "
-            "from the initial weights favours small steps (BENCHMARKS.md, readings 43 and 45). Costs this many "
-            "extra steps per replica at the start. 0 (default): no race."
+            "help": "With --hdet_auto_lr (HDETTrainer): before the first step, the replicas train copies of the "
+            "initial weights for this many steps each at 4 constant LRs, the peak LR x f ** (c / 3) for c = 0..3 (f: "
+            "--hdet_controller_max_factor; with 2 replicas each races two, one after the other), all on the same "
+            "batches of --per_device_train_batch_size examples (one step per batch, no accumulation, no loss "
+            "scaling), and score each copy on the probe batch. The run keeps its initial weights and starts the "
+            "controller at the winner's multiplier when every larger LR beat the start, the probe loss fell with "
+            "each step up in LR to the winner, and the winner beat the start by --hdet_start_race_significance "
+            "paired standard errors. It only raises: a race from the initial weights favours small steps "
+            "(BENCHMARKS.md, readings 43, 45 and 46). Costs ceil(4 / N) x this many extra steps per replica at the "
+            "start (N replicas). 0 (default): no race."
         },
     )
     start_race_significance: float = field(

@@ -1,15 +1,23 @@
 """The start race: before the first step, each replica trains a copy of the initial weights at its own constant LR.
 
-Replica ``r`` of ``N`` races ``start x max_factor ** (r / (N - 1))`` (the start LR up to the controller's bound),
-all on the same batches, then every replica scores its copy on the same probe examples. The run keeps its
-initial weights and starts the base LR at the winner's multiplier when every larger LR beat the start (the start
-came last) and the winner beat it by ``significance`` paired standard errors over the probe's examples; otherwise
-at 1 (the race changed nothing).
+There are always `RACE_CANDIDATES` (4) candidate LRs, ``start x max_factor ** (c / 3)`` (the start LR up to the
+controller's bound), whatever the number of replicas: replica ``r`` of ``N`` races candidates ``r, r + N, ...``
+(with 2 replicas each races two, one after the other; with more than 4 the rest wait), all from the initial
+weights on the same batches, and scores each copy on the same probe examples. So the decision does not depend on
+how many processes run it. The run keeps its initial weights and starts the base LR at the winner's multiplier
+when (1) every larger LR beat the start (the start came last), (2) the probe loss fell with each step up in LR from
+the start to the winner, and (3) the winner beat the start by ``significance`` paired standard errors over the
+probe's examples; otherwise at 1 (the race changed nothing).
 
 Why the start must come last: the standard error over the probe's examples measures the probe's noise, not the
 race's. At or above the right LR a from-scratch language model's candidates sit on a noisy plateau where one of
 them beats the start by 4 standard errors by chance (task f at its best LR, reading 45), while another does worse;
 far below the right LR every larger candidate does better.
+
+Why the loss must fall all the way to the winner: on the pretrained classifier from 3x above its best LR (task g,
+reading 45) the three lower copies collapsed to the class prior (probe 1.652, 1.647, 1.652) and the largest, at 30x
+the best LR, reached 1.004. A start that is too low improves with each step up in LR; a dip, a rise and a drop is
+something else (a collapse, an instability), and raising there would have started the run at 30x its best LR.
 
 It only ever raises. A race of constant LRs from the initial weights favours small steps (the short-horizon bias,
 arXiv 1803.02021): on the from-scratch language models of BENCHMARKS.md it picks 0.1-0.3x the sweep's best LR
@@ -26,14 +34,26 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["race_multipliers", "RaceDecision", "decide_race"]
+__all__ = ["RACE_CANDIDATES", "race_multipliers", "race_assignment", "RaceDecision", "decide_race"]
+
+# Four candidates a third of a decade apart (with the default bound of 10): the grid every race of BENCHMARKS.md
+# reading 45 ran on (then one per replica at 4 processes). Fixed, so 2 and 8 processes take the same decision.
+RACE_CANDIDATES = 4
 
 
-def race_multipliers(world_size: int, max_factor: float) -> list[float]:
-    """Each replica's LR multiplier in the race: geometric from 1 (replica 0) to ``max_factor`` (the last)."""
-    if world_size < 2:
-        raise ValueError(f"The start race needs at least 2 replicas, got {world_size}.")
-    return [max_factor ** (r / (world_size - 1)) for r in range(world_size)]
+def race_multipliers(max_factor: float, candidates: int = RACE_CANDIDATES) -> list[float]:
+    """Each candidate's LR multiplier: geometric from 1 (candidate 0, the start) to ``max_factor`` (the last)."""
+    if candidates < 2:
+        raise ValueError(f"The start race needs at least 2 candidates, got {candidates}.")
+    return [max_factor ** (c / (candidates - 1)) for c in range(candidates)]
+
+
+def race_assignment(rank: int, world_size: int, candidates: int = RACE_CANDIDATES) -> list[int]:
+    """The candidates replica ``rank`` races, in order: ``rank, rank + world_size, ...`` (round ``i`` is the
+    ``i``-th). Every candidate is raced by exactly one replica."""
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not in a world of {world_size}.")
+    return list(range(rank, candidates, world_size))
 
 
 @dataclass(frozen=True)
@@ -42,11 +62,12 @@ class RaceDecision:
 
     scale: float
     multipliers: list[float]
-    probe_losses: list[float]  # each replica's mean probe loss (inf where its copy diverged)
+    probe_losses: list[float]  # each candidate's mean probe loss (inf where its copy diverged)
     winner: int
     gap: float  # the start replica's mean probe loss minus the winner's
     standard_error: float  # of that gap, paired over the probe's examples
     start_came_last: bool  # every larger LR beat the start
+    falls_to_winner: bool  # the probe loss fell with each step up in LR from the start to the winner
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -57,16 +78,18 @@ class RaceDecision:
             "gap": self.gap,
             "standard_error": self.standard_error,
             "start_came_last": self.start_came_last,
+            "falls_to_winner": self.falls_to_winner,
         }
 
 
 def decide_race(per_example: torch.Tensor, multipliers: list[float], significance: float) -> RaceDecision:
-    """The starting scale from ``per_example`` (``[replicas, examples]`` probe losses; replica 0 raced the start).
+    """The starting scale from ``per_example`` (``[candidates, examples]`` probe losses; row 0 raced the start).
 
-    The winner is the replica with the lowest mean probe loss (a non-finite row cannot win). The scale is its
-    multiplier when replica 0 (the start) has the highest mean of all and the winner's gap to it is at least
-    ``significance`` standard errors of the paired differences over the examples, else 1. With a single example,
-    or a start whose copy diverged, there is no standard error to test against and the scale stays 1.
+    The winner is the candidate with the lowest mean probe loss (a non-finite row cannot win). The scale is its
+    multiplier when candidate 0 (the start) has the highest mean of all, the means fall strictly from the start to
+    the winner, and the winner's gap to the start is at least ``significance`` standard errors of the paired
+    differences over the examples; else 1. With a single example, or a start whose copy diverged, there is no
+    standard error to test against and the scale stays 1.
     """
     losses = per_example.detach().to(torch.float64)
     if losses.dim() != 2 or losses.shape[0] != len(multipliers):
@@ -80,7 +103,8 @@ def decide_race(per_example: torch.Tensor, multipliers: list[float], significanc
         gap = float(differences.mean())
         se = float(differences.std(unbiased=True)) / math.sqrt(losses.shape[1])
     start_came_last = bool(finite[0]) and bool((means[1:] < means[0]).all())
-    raised = winner != 0 and start_came_last and gap > 0 and gap >= significance * se
+    falls_to_winner = bool((means[1 : winner + 1] < means[:winner]).all())
+    raised = winner != 0 and start_came_last and falls_to_winner and gap > 0 and gap >= significance * se
     scale = multipliers[winner] if raised else 1.0
     return RaceDecision(
         scale=float(scale),
@@ -90,4 +114,5 @@ def decide_race(per_example: torch.Tensor, multipliers: list[float], significanc
         gap=gap,
         standard_error=se if math.isfinite(se) else 0.0,
         start_came_last=start_came_last,
+        falls_to_winner=falls_to_winner,
     )

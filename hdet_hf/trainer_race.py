@@ -9,13 +9,14 @@ exactly as it would have been without it.
 from __future__ import annotations
 
 import logging
+import math
 from typing import TYPE_CHECKING, Any
 
 import torch
 from tqdm.auto import tqdm
 
 from .collectives import gather_rows
-from .start_race import RaceDecision, decide_race, race_multipliers
+from .start_race import RaceDecision, decide_race, race_assignment, race_multipliers
 
 if TYPE_CHECKING:
     from .trainer import HDETTrainerMixin
@@ -61,8 +62,9 @@ def run_start_race(trainer: HDETTrainerMixin) -> RaceDecision | None:
     if engine.world_size < 2:
         logger.warning("HDET: --hdet_start_race_steps needs two or more replicas; this run has one, no race.")
         return None
-    multipliers = race_multipliers(engine.world_size, config.controller_max_factor)
-    multiplier = multipliers[engine.rank]
+    multipliers = race_multipliers(config.controller_max_factor)
+    mine = race_assignment(engine.rank, engine.world_size, len(multipliers))
+    rounds = math.ceil(len(multipliers) / engine.world_size)
     model = trainer.accelerator.unwrap_model(trainer.model)
     optimizer = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
     if any(len(state) for state in optimizer.state.values()):
@@ -79,39 +81,57 @@ def run_start_race(trainer: HDETTrainerMixin) -> RaceDecision | None:
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
     schedule_lrs = [group["lr"] for group in optimizer.param_groups]
     was_training = model.training
-    try:
-        for group in optimizer.param_groups:
-            group["lr"] = peak_lr(group) * multiplier
-        model.train()
-        bar = tqdm(batches, desc="HDET start race", disable=not trainer.is_world_process_zero(), leave=False)
-        # The unwrapped model: its backward leaves gradients unsynchronised (each replica races its own LR).
-        for examples in bar:
-            batch = trainer._prepare_inputs(trainer.data_collator(examples))
-            with trainer.compute_loss_context_manager():
-                loss = trainer.compute_loss(model, batch)
-            loss.backward()
-            if args.max_grad_norm:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-        # One example at a time: the decision needs each example's loss for a paired standard error.
-        losses = torch.stack(
-            [trainer._plain_loss(trainer._prepare_inputs(trainer.data_collator([ex]))) for ex in probe_examples]
-        ).float()
-    finally:
+
+    def put_back() -> None:
+        """The initial weights, no optimizer state, the random streams of the race's start."""
         with torch.no_grad():
             for tensor, saved in zip(changing, initial):
                 tensor.copy_(saved)
         optimizer.state.clear()
-        for group, lr in zip(optimizer.param_groups, schedule_lrs):
-            group["lr"] = lr
         torch.random.set_rng_state(rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
+
+    # Each candidate's per-example probe losses in its round's slot; a replica with fewer candidates leaves zeros.
+    row = torch.zeros(rounds, len(probe_examples))
+    try:
+        model.train()
+        for slot, candidate in enumerate(mine):
+            # Every candidate from the same state (weights, random streams), whichever replica and round races it.
+            put_back()
+            for group in optimizer.param_groups:
+                group["lr"] = peak_lr(group) * multipliers[candidate]
+            bar = tqdm(
+                batches,
+                desc=f"HDET start race (LR x {multipliers[candidate]:.3g})",
+                disable=not trainer.is_world_process_zero(),
+                leave=False,
+            )
+            # The unwrapped model: its backward leaves gradients unsynchronised (each replica races its own LR).
+            for examples in bar:
+                batch = trainer._prepare_inputs(trainer.data_collator(examples))
+                with trainer.compute_loss_context_manager():
+                    loss = trainer.compute_loss(model, batch)
+                loss.backward()
+                if args.max_grad_norm:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            # One example at a time: the decision needs each example's loss for a paired standard error.
+            row[slot] = torch.stack(
+                [trainer._plain_loss(trainer._prepare_inputs(trainer.data_collator([ex]))) for ex in probe_examples]
+            ).float().cpu()
+    finally:
+        put_back()
+        for group, lr in zip(optimizer.param_groups, schedule_lrs):
+            group["lr"] = lr
         model.train(was_training)
     device = next(model.parameters()).device
-    gathered = gather_rows(losses, engine.rank, engine.world_size, device=device, group=engine.group)
-    decision = decide_race(gathered, multipliers, config.start_race_significance)
+    gathered = gather_rows(row.flatten(), engine.rank, engine.world_size, device=device, group=engine.group)
+    # Candidate c was raced by replica c % N in round c // N.
+    slots = gathered.view(engine.world_size, rounds, len(probe_examples))
+    per_candidate = torch.stack([slots[c % engine.world_size, c // engine.world_size] for c in range(len(multipliers))])
+    decision = decide_race(per_candidate, multipliers, config.start_race_significance)
     engine.start_at_scale(decision.scale, race={**decision.to_dict(), "steps": steps})
     if trainer.is_world_process_zero():
         logger.info(

@@ -6,17 +6,31 @@ import pytest
 import torch
 
 from hdet_hf import HDETConfig
-from hdet_hf.start_race import decide_race, race_multipliers
+from hdet_hf.start_race import RACE_CANDIDATES, decide_race, race_assignment, race_multipliers
 
 
 def test_multipliers_span_the_controller_bound_geometrically():
-    assert race_multipliers(2, 10.0) == [1.0, 10.0]
-    four = race_multipliers(4, 10.0)
+    assert race_multipliers(10.0, 2) == [1.0, 10.0]
+    four = race_multipliers(10.0)
+    assert len(four) == RACE_CANDIDATES == 4
     assert four[0] == 1.0 and four[-1] == pytest.approx(10.0)
     ratios = [b / a for a, b in zip(four, four[1:])]
     assert ratios == pytest.approx([10 ** (1 / 3)] * 3)
-    with pytest.raises(ValueError, match="at least 2 replicas"):
-        race_multipliers(1, 10.0)
+    with pytest.raises(ValueError, match="at least 2 candidates"):
+        race_multipliers(10.0, 1)
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4, 5, 8])
+def test_every_candidate_is_raced_once_whatever_the_number_of_replicas(world_size):
+    assigned = [race_assignment(rank, world_size) for rank in range(world_size)]
+    assert sorted(c for mine in assigned for c in mine) == list(range(RACE_CANDIDATES))
+    # Round i of every replica holds the candidates i*N .. i*N + N - 1: the gather's layout.
+    for rank, mine in enumerate(assigned):
+        assert mine == [rank + i * world_size for i in range(len(mine))]
+    assert race_assignment(1, 2) == [1, 3]
+    assert race_assignment(5, 8) == []
+    with pytest.raises(ValueError, match="not in a world of 2"):
+        race_assignment(2, 2)
 
 
 def losses(*rows):
@@ -56,6 +70,26 @@ def test_a_raise_needs_every_larger_lr_to_beat_the_start():
     assert raised.start_came_last and raised.scale == 2.15
 
 
+def test_a_raise_needs_the_loss_to_fall_all_the_way_to_the_winner():
+    # Task g from 3x above its best LR (reading 45): the three lower copies collapsed to the class prior and the
+    # largest (30x the best LR) did far better. The start came last by a hair; the loss rose from 2.15x to 4.64x.
+    start = [1.653, 1.651, 1.652, 1.652, 1.650, 1.654]
+    second = [x - 0.005 for x in start]
+    third = [x - 0.0001 for x in start]
+    escaped = [1.0, 1.1, 0.9, 1.05, 0.95, 1.02]
+    multipliers = [1.0, 2.15, 4.64, 10.0]
+    held = decide_race(losses(start, second, third, escaped), multipliers, 2.0)
+    assert held.winner == 3 and held.start_came_last and held.gap >= 2.0 * held.standard_error
+    assert not held.falls_to_winner and held.scale == 1.0
+    # Falling with each step up in LR to the same winner raises.
+    falling = [x - 0.2 for x in second]
+    raised = decide_race(losses(start, second, falling, escaped), multipliers, 2.0)
+    assert raised.falls_to_winner and raised.scale == 10.0
+    # Past the winner the loss may rise again (the winner is the best LR of the four): that still raises.
+    past = decide_race(losses(start, escaped, falling, second), multipliers, 2.0)
+    assert past.winner == 1 and past.falls_to_winner and past.scale == 2.15
+
+
 def test_the_start_winning_or_diverged_copies_never_raise():
     start = [1.0, 1.1, 0.9]
     assert decide_race(losses(start, [2.0, 2.1, 1.9]), [1.0, 10.0], 2.0).scale == 1.0
@@ -73,6 +107,7 @@ def test_the_decision_is_json_ready():
     record = decision.to_dict()
     assert record["scale"] == 10.0 and record["multipliers"] == [1.0, 10.0]
     assert all(isinstance(x, float) for x in record["probe_losses"])
+    assert record["start_came_last"] is True and record["falls_to_winner"] is True
 
 
 def test_the_rule_checks_its_input_shape():
