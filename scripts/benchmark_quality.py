@@ -240,6 +240,8 @@ CONTROLLER_IDEAS = (
     # Session 30: at 2 replicas a move is 1.5-2x the 4-replica one (a vote of two scores is full-size); cuts at half
     # the step (lambda 0.75 with raise gain 4: raises as before).
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_cut0.5", "the _mr4 row with cuts at half the step (lambda 0.75, raise gain 4: raises unchanged)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "controller_lr": 0.75, "controller_raise_gain": 4.0}),
+    # Session 41: the start race at 2 processes, on the 2-process default.
+    ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_cut0.5_race60", "the _cut0.5 row (the 2-process default) with --hdet_start_race_steps 60; cuts at half the step (lambda 0.75, raise gain 4: raises unchanged)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "controller_lr": 0.75, "controller_raise_gain": 4.0, "start_race_steps": 60}),
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_cut1", "the _mr4 row with --hdet_controller_two_replica_cut_gain 1 (2 replicas: full cuts, the session-29 default; at 3+ identical to _mr4)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "controller_two_replica_cut_gain": 1.0}),
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agree_floor_ls4_fan0.1_ties_mr4", "the _mr4 row with --hdet_controller_signal_combination agree (a move is the smaller of the two votes)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0}),
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agree_floor_ls4_fan0.1_ties_mr4_nobend", "the agree row with --no_hdet_controller_line_search_until_bend", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "controller_line_search_until_bend": False}),
@@ -428,6 +430,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--stability_optim",
         default="adamw_torch",
         help="Trainer --optim of the stability runs (e.g. sgd: no adaptive step to absorb a too-high LR).",
+    )
+    p.add_argument(
+        "--race_only",
+        action="store_true",
+        help="HDET rows with --hdet_start_race_steps: run the start race and one step, skip the evaluation, and "
+        "record the race's decision (row field start_race; eval_loss nan). A race that does not raise leaves the run "
+        "bit-identical to the row without a race, so its decision is what a full row would add. Use a scratch "
+        "--out_dir: these rows are not results.",
     )
     p.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--_work_dir", default="", help=argparse.SUPPRESS)
@@ -796,6 +806,12 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
                 self._created_lr_scheduler = True
             return self.lr_scheduler
 
+    class StopAfterFirstStep(transformers.TrainerCallback):
+        """--race_only: the race has run (in on_train_begin); one step shows the LR it started at."""
+
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_training_stop = True
+
     class LRRecorder(transformers.TrainerCallback):
         def __init__(self):
             self.lrs: list[float] = []
@@ -886,12 +902,13 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
         if hdet is not None and args.probe_holdout:
             keep = len(train_ds) - args.probe_holdout
             run_train, probe_ds = train_ds.select(range(keep)), train_ds.select(range(keep, len(train_ds)))
+        race_only = args.race_only and hdet is not None and hdet.get("start_race_steps", 0) > 0
         trainer = trainer_cls(
             model=model,
             args=training_args,
             train_dataset=run_train,
             eval_dataset=probe_ds,
-            callbacks=[recorder],
+            callbacks=[recorder, StopAfterFirstStep()] if race_only else [recorder],
             compute_metrics=compute_metrics,
         )
         recorder.trainer = trainer
@@ -903,7 +920,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             # Raised on every rank at the same converge: the run ended with no healthy replica left.
             stopped, out = str(error), SimpleNamespace(training_loss=float("nan"))
         train_s = time.time() - t0
-        metrics = {} if stopped else trainer.evaluate(eval_dataset=eval_ds)
+        metrics = {} if stopped or race_only else trainer.evaluate(eval_dataset=eval_ds)
         wall = time.time() - t0
         eval_loss = float(metrics.get("eval_loss", float("nan")))
         engine = getattr(trainer, "hdet_engine", None)
@@ -936,6 +953,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             "train_s": round(train_s, 1),
             "wall_s": round(wall, 1),
             "stopped": stopped,
+            "race_only": race_only,
             "train_loss_curve": [
                 [h["step"], h["loss"]] for h in trainer.state.log_history if "loss" in h and "step" in h
             ],

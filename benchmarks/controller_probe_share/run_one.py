@@ -2,7 +2,7 @@
 
     python run_one.py FOLDER OUTNAME ROWS BEST_LR
 
-FOLDER is a recorded folder under benchmarks/; the scratch copy goes to $PROBE_SHARE_OUT/OUTNAME (default
+$RUN_ONE_EXTRA adds arguments to the benchmark's (e.g. ``--race_only``). FOLDER is a recorded folder under benchmarks/; the scratch copy goes to $PROBE_SHARE_OUT/OUTNAME (default
 /tmp/pw36), and the benchmark runs from $PROBE_SHARE_TREE (default this repository; session 36 used a worktree of
 commit e68bc20 with benchmarks/session36_scratch.patch applied).
 """
@@ -29,6 +29,7 @@ for key, value in settings.items():
     if key not in skip and value is not None and not isinstance(value, bool) and value != "":
         args += [f"--{key}", str(value)]
 cmd = [sys.executable, "scripts/benchmark_quality.py", "--out_dir", str(out), "--resume", "--grid", best,
-       "--max_grid_extensions", "0", "--best_lr", best, "--configs", rows, *args]  # fmt: skip
+       "--max_grid_extensions", "0", "--best_lr", best, "--configs", rows, *args,
+       *os.environ.get("RUN_ONE_EXTRA", "").split()]  # fmt: skip
 print(" ".join(cmd), flush=True)
 sys.exit(subprocess.call(cmd, cwd=tree, env={**os.environ, "PYTHONPATH": tree}))
