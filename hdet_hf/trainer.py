@@ -98,7 +98,10 @@ class HDETCallback(TrainerCallback):
                 self.trainer.log(
                     {
                         "hdet/start_race_scale": decision.scale,
-                        **{f"hdet/start_race_probe_loss_rank{r}": x for r, x in enumerate(decision.probe_losses)},
+                        **{
+                            f"hdet/start_race_probe_loss_candidate{c}": x
+                            for c, x in enumerate(decision.probe_losses)
+                        },
                     }
                 )
         # Model tags reach every card written later, including PEFT's adapter card, which rewrites the tag list.

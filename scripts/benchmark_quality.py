@@ -920,6 +920,8 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             # Raised on every rank at the same converge: the run ended with no healthy replica left.
             stopped, out = str(error), SimpleNamespace(training_loss=float("nan"))
         train_s = time.time() - t0
+        if race_only:  # the evaluation's collectives kept the ranks together; rank 0 may still be writing its files
+            dist.barrier()
         metrics = {} if stopped or race_only else trainer.evaluate(eval_dataset=eval_ds)
         wall = time.time() - t0
         eval_loss = float(metrics.get("eval_loss", float("nan")))

@@ -57,6 +57,9 @@ def test_a_race_from_far_below_starts_the_run_at_the_winner(tmp_path):
     # The outcome is logged at step 0, where report_to backends see it.
     logged = [h for h in raced[0]["log_history"] if "hdet/start_race_scale" in h]
     assert len(logged) == 1 and logged[0]["hdet/start_race_scale"] == 10.0 and logged[0]["step"] == 0
+    probe_keys = sorted(k for k in logged[0] if "probe_loss" in k)
+    assert probe_keys == [f"hdet/start_race_probe_loss_candidate{c}" for c in range(4)]
+    assert [logged[0][k] for k in probe_keys] == pytest.approx(record["probe_losses"])
     # The base LR starts at 10x the schedule (both runs: the same schedule, controller not yet moving).
     assert raced[0]["lr_per_step"][0] == pytest.approx([10 * x for x in plain[0]["lr_per_step"][0]])
     assert not torch.equal(plain[0]["final"], raced[0]["final"])
