@@ -7,12 +7,19 @@ weights on the same batches, and scores each copy on the same probe examples. So
 how many processes run it. The run keeps its initial weights and starts the base LR at the winner's multiplier
 when (1) every larger LR beat the start (the start came last), (2) the probe loss fell with each step up in LR from
 the start to the winner, and (3) the winner beat the start by ``significance`` paired standard errors over the
-probe's examples; otherwise at 1 (the race changed nothing).
+probe's examples, and (4) a fifth copy one step below the start (``start / max_factor ** (1 / 3)``, raced only when
+(1)-(3) hold) did worse than the start; otherwise at 1 (the race changed nothing).
 
 Why the start must come last: the standard error over the probe's examples measures the probe's noise, not the
 race's. At or above the right LR a from-scratch language model's candidates sit on a noisy plateau where one of
 them beats the start by 4 standard errors by chance (task f at its best LR, reading 45), while another does worse;
 far below the right LR every larger candidate does better.
+
+Why the copy below the start must lose to it (reading 46): when the start is already too high every candidate is,
+and on the pretrained classifier from 3x above its best LR the start's copy collapsed to the uniform loss (2.079 over
+8 classes) while larger ones collapsed less (probe 2.079, 1.993, 1.651, 1.554 for LR x 1, 2.15, 4.64, 10; task c
+seed 2): every gate above passed and the run would have started at 30x its best LR. A start that is too low beats
+anything lower; one that is too high loses to a step below it.
 
 Why the loss must fall all the way to the winner: on the pretrained classifier from 3x above its best LR (task g,
 reading 45) the three lower copies collapsed to the class prior (probe 1.652, 1.647, 1.652) and the largest, at 30x
@@ -30,11 +37,19 @@ Pure math, no torch.distributed: the Trainer runs the race and gathers the probe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-__all__ = ["RACE_CANDIDATES", "race_multipliers", "race_assignment", "RaceDecision", "decide_race"]
+__all__ = [
+    "RACE_CANDIDATES",
+    "race_multipliers",
+    "below_multiplier",
+    "race_assignment",
+    "RaceDecision",
+    "decide_race",
+    "confirm_with_below",
+]
 
 # Four candidates a third of a decade apart (with the default bound of 10): the grid every race of BENCHMARKS.md
 # reading 45 ran on (then one per replica at 4 processes). Fixed, so 2 and 8 processes take the same decision.
@@ -46,6 +61,11 @@ def race_multipliers(max_factor: float, candidates: int = RACE_CANDIDATES) -> li
     if candidates < 2:
         raise ValueError(f"The start race needs at least 2 candidates, got {candidates}.")
     return [max_factor ** (c / (candidates - 1)) for c in range(candidates)]
+
+
+def below_multiplier(max_factor: float, candidates: int = RACE_CANDIDATES) -> float:
+    """The check below the start: one grid step under it (``1 / 2.15`` with the default bound of 10)."""
+    return 1.0 / race_multipliers(max_factor, candidates)[1]
 
 
 def race_assignment(rank: int, world_size: int, candidates: int = RACE_CANDIDATES) -> list[int]:
@@ -68,6 +88,14 @@ class RaceDecision:
     standard_error: float  # of that gap, paired over the probe's examples
     start_came_last: bool  # every larger LR beat the start
     falls_to_winner: bool  # the probe loss fell with each step up in LR from the start to the winner
+    # The copy one step below the start (raced only when the rest would raise): its multiplier and mean probe loss.
+    below_multiplier: float | None = None
+    below_probe_loss: float | None = None
+
+    @property
+    def wants_below(self) -> bool:
+        """Whether the rest of the rule would raise, so the copy below the start must be raced to confirm it."""
+        return self.scale > 1.0 and self.below_probe_loss is None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -79,6 +107,8 @@ class RaceDecision:
             "standard_error": self.standard_error,
             "start_came_last": self.start_came_last,
             "falls_to_winner": self.falls_to_winner,
+            "below_multiplier": self.below_multiplier,
+            "below_probe_loss": self.below_probe_loss,
         }
 
 
@@ -115,4 +145,20 @@ def decide_race(per_example: torch.Tensor, multipliers: list[float], significanc
         standard_error=se if math.isfinite(se) else 0.0,
         start_came_last=start_came_last,
         falls_to_winner=falls_to_winner,
+    )
+
+
+def confirm_with_below(decision: RaceDecision, below_per_example: torch.Tensor, multiplier: float) -> RaceDecision:
+    """The final decision once the copy one step below the start (``multiplier`` < 1) has been scored: a raise
+    stands only if that copy's mean probe loss is above the start's (non-finite counts as above)."""
+    if not decision.wants_below:
+        raise ValueError("Only a race that would raise is confirmed against the copy below the start.")
+    losses = below_per_example.detach().to(torch.float64).flatten()
+    below = float(losses.mean()) if bool(torch.isfinite(losses).all()) else math.inf
+    stands = below > decision.probe_losses[0]
+    return replace(
+        decision,
+        scale=decision.scale if stands else 1.0,
+        below_multiplier=float(multiplier),
+        below_probe_loss=below,
     )

@@ -102,6 +102,11 @@ class HDETCallback(TrainerCallback):
                             f"hdet/start_race_probe_loss_candidate{c}": x
                             for c, x in enumerate(decision.probe_losses)
                         },
+                        **(
+                            {}
+                            if decision.below_probe_loss is None
+                            else {"hdet/start_race_probe_loss_below": decision.below_probe_loss}
+                        ),
                     }
                 )
         # Model tags reach every card written later, including PEFT's adapter card, which rewrites the tag list.

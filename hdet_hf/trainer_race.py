@@ -16,7 +16,14 @@ import torch
 from tqdm.auto import tqdm
 
 from .collectives import gather_rows
-from .start_race import RaceDecision, decide_race, race_assignment, race_multipliers
+from .start_race import (
+    RaceDecision,
+    below_multiplier,
+    confirm_with_below,
+    decide_race,
+    race_assignment,
+    race_multipliers,
+)
 
 if TYPE_CHECKING:
     from .trainer import HDETTrainerMixin
@@ -92,54 +99,70 @@ def run_start_race(trainer: HDETTrainerMixin) -> RaceDecision | None:
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
 
-    # Each candidate's per-example probe losses in its round's slot; a replica with fewer candidates leaves zeros.
-    row = torch.zeros(rounds, len(probe_examples))
+    def race_copy(multiplier: float) -> torch.Tensor:
+        """Train a copy of the initial weights at ``multiplier`` x the peak LR; its per-example probe losses."""
+        # Every copy from the same state (weights, random streams), whichever replica and round races it.
+        put_back()
+        for group in optimizer.param_groups:
+            group["lr"] = peak_lr(group) * multiplier
+        bar = tqdm(
+            batches,
+            desc=f"HDET start race (LR x {multiplier:.3g})",
+            disable=not trainer.is_world_process_zero(),
+            leave=False,
+        )
+        # The unwrapped model: its backward leaves gradients unsynchronised (each replica races its own LR).
+        for examples in bar:
+            batch = trainer._prepare_inputs(trainer.data_collator(examples))
+            with trainer.compute_loss_context_manager():
+                loss = trainer.compute_loss(model, batch)
+            loss.backward()
+            if args.max_grad_norm:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        # One example at a time: the decision needs each example's loss for a paired standard error.
+        return torch.stack(
+            [trainer._plain_loss(trainer._prepare_inputs(trainer.data_collator([ex]))) for ex in probe_examples]
+        ).float().cpu()
+
+    device = next(model.parameters()).device
     try:
         model.train()
+        # Each candidate's per-example probe losses in its round's slot; a replica with fewer candidates leaves
+        # zeros. Candidate c is raced by replica c % N in round c // N.
+        row = torch.zeros(rounds, len(probe_examples))
         for slot, candidate in enumerate(mine):
-            # Every candidate from the same state (weights, random streams), whichever replica and round races it.
-            put_back()
-            for group in optimizer.param_groups:
-                group["lr"] = peak_lr(group) * multipliers[candidate]
-            bar = tqdm(
-                batches,
-                desc=f"HDET start race (LR x {multipliers[candidate]:.3g})",
-                disable=not trainer.is_world_process_zero(),
-                leave=False,
-            )
-            # The unwrapped model: its backward leaves gradients unsynchronised (each replica races its own LR).
-            for examples in bar:
-                batch = trainer._prepare_inputs(trainer.data_collator(examples))
-                with trainer.compute_loss_context_manager():
-                    loss = trainer.compute_loss(model, batch)
-                loss.backward()
-                if args.max_grad_norm:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-            # One example at a time: the decision needs each example's loss for a paired standard error.
-            row[slot] = torch.stack(
-                [trainer._plain_loss(trainer._prepare_inputs(trainer.data_collator([ex]))) for ex in probe_examples]
-            ).float().cpu()
+            row[slot] = race_copy(multipliers[candidate])
+        gathered = gather_rows(row.flatten(), engine.rank, engine.world_size, device=device, group=engine.group)
+        slots = gathered.view(engine.world_size, rounds, len(probe_examples))
+        per_candidate = torch.stack([slots[c % engine.world_size, c // engine.world_size] for c in range(len(multipliers))])
+        decision = decide_race(per_candidate, multipliers, config.start_race_significance)
+        if decision.wants_below:
+            # Only a race that would raise pays for the check below the start: replica 0 races it, the rest wait.
+            below = below_multiplier(config.controller_max_factor, len(multipliers))
+            mine_below = race_copy(below) if engine.rank == 0 else torch.zeros(len(probe_examples))
+            gathered = gather_rows(mine_below, engine.rank, engine.world_size, device=device, group=engine.group)
+            decision = confirm_with_below(decision, gathered[0], below)
     finally:
         put_back()
         for group, lr in zip(optimizer.param_groups, schedule_lrs):
             group["lr"] = lr
         model.train(was_training)
-    device = next(model.parameters()).device
-    gathered = gather_rows(row.flatten(), engine.rank, engine.world_size, device=device, group=engine.group)
-    # Candidate c was raced by replica c % N in round c // N.
-    slots = gathered.view(engine.world_size, rounds, len(probe_examples))
-    per_candidate = torch.stack([slots[c % engine.world_size, c // engine.world_size] for c in range(len(multipliers))])
-    decision = decide_race(per_candidate, multipliers, config.start_race_significance)
     engine.start_at_scale(decision.scale, race={**decision.to_dict(), "steps": steps})
     if trainer.is_world_process_zero():
+        below_note = (
+            ""
+            if decision.below_probe_loss is None
+            else f"; below the start (x {decision.below_multiplier:.3g}): {decision.below_probe_loss:.4f}"
+        )
         logger.info(
-            "HDET start race (%d steps, LR x %s): probe losses %s; the run starts at %.3gx --learning_rate "
+            "HDET start race (%d steps, LR x %s): probe losses %s%s; the run starts at %.3gx --learning_rate "
             "(gap %.4f, %.1f standard errors).",
             steps,
             ", ".join(f"{m:.3g}" for m in multipliers),
             ", ".join(f"{x:.4f}" for x in decision.probe_losses),
+            below_note,
             decision.scale,
             decision.gap,
             decision.gap / decision.standard_error if decision.standard_error > 0 else float("inf"),

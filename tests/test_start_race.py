@@ -6,7 +6,14 @@ import pytest
 import torch
 
 from hdet_hf import HDETConfig
-from hdet_hf.start_race import RACE_CANDIDATES, decide_race, race_assignment, race_multipliers
+from hdet_hf.start_race import (
+    RACE_CANDIDATES,
+    below_multiplier,
+    confirm_with_below,
+    decide_race,
+    race_assignment,
+    race_multipliers,
+)
 
 
 def test_multipliers_span_the_controller_bound_geometrically():
@@ -88,6 +95,33 @@ def test_a_raise_needs_the_loss_to_fall_all_the_way_to_the_winner():
     # Past the winner the loss may rise again (the winner is the best LR of the four): that still raises.
     past = decide_race(losses(start, escaped, falling, second), multipliers, 2.0)
     assert past.winner == 1 and past.falls_to_winner and past.scale == 2.15
+
+
+def test_a_raise_stands_only_if_the_copy_below_the_start_did_worse():
+    assert below_multiplier(10.0) == pytest.approx(10 ** (-1 / 3))
+    # Task c seed 2 from 3x above (reading 46): the start's copy collapsed to the uniform loss, the larger ones less;
+    # every other gate passes.
+    uniform = [2.0794] * 6
+    collapsing = [[x - d for x in uniform] for d in (0.08, 0.43, 0.52)]
+    for row in collapsing:
+        row[0] += 0.01  # not identical rows: a paired standard error above 0
+    provisional = decide_race(losses(uniform, *collapsing), [1.0, 2.15, 4.64, 10.0], 2.0)
+    assert provisional.scale == 10.0 and provisional.wants_below
+    # One step below the start (1.4x the best LR) it learns: the start was too high, not too low.
+    learned = torch.tensor([0.7, 0.6, 0.8, 0.65, 0.75, 0.7])
+    held = confirm_with_below(provisional, learned, below_multiplier(10.0))
+    assert held.scale == 1.0 and not held.wants_below
+    assert held.below_probe_loss == pytest.approx(0.7) and held.below_multiplier == pytest.approx(0.464, abs=1e-3)
+    # Far below the right LR the copy below the start learns less than the start: the raise stands.
+    slower = torch.tensor(uniform) + 0.001
+    stands = confirm_with_below(provisional, slower, below_multiplier(10.0))
+    assert stands.scale == 10.0 and stands.to_dict()["below_probe_loss"] == pytest.approx(2.0804)
+    # A copy below that diverged counts as worse than the start.
+    assert confirm_with_below(provisional, torch.tensor([math.nan] * 6), 0.464).scale == 10.0
+    # A race that does not raise has nothing to confirm.
+    assert not held.wants_below
+    with pytest.raises(ValueError, match="Only a race that would raise"):
+        confirm_with_below(held, learned, 0.464)
 
 
 def test_the_start_winning_or_diverged_copies_never_raise():

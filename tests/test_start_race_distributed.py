@@ -54,12 +54,19 @@ def test_a_race_from_far_below_starts_the_run_at_the_winner(tmp_path):
     assert record["winner"] == 3 and record["scale"] == 10.0 and record["multipliers"][3] == pytest.approx(10.0)
     assert record["gap"] >= 2.0 * record["standard_error"] > 0
     assert record["start_came_last"] and record["falls_to_winner"]
+    # A race that would raise also races a copy one step below the start, which must do worse than the start.
+    assert record["below_multiplier"] == pytest.approx(10 ** (-1 / 3))
+    assert record["below_probe_loss"] > record["probe_losses"][0]
     # The outcome is logged at step 0, where report_to backends see it.
     logged = [h for h in raced[0]["log_history"] if "hdet/start_race_scale" in h]
     assert len(logged) == 1 and logged[0]["hdet/start_race_scale"] == 10.0 and logged[0]["step"] == 0
     probe_keys = sorted(k for k in logged[0] if "probe_loss" in k)
-    assert probe_keys == [f"hdet/start_race_probe_loss_candidate{c}" for c in range(4)]
+    assert probe_keys == ["hdet/start_race_probe_loss_below"] + [
+        f"hdet/start_race_probe_loss_candidate{c}" for c in range(4)
+    ]
+    probe_keys = [k for k in probe_keys if "candidate" in k]
     assert [logged[0][k] for k in probe_keys] == pytest.approx(record["probe_losses"])
+    assert logged[0]["hdet/start_race_probe_loss_below"] == pytest.approx(record["below_probe_loss"])
     # The base LR starts at 10x the schedule (both runs: the same schedule, controller not yet moving).
     assert raced[0]["lr_per_step"][0] == pytest.approx([10 * x for x in plain[0]["lr_per_step"][0]])
     assert not torch.equal(plain[0]["final"], raced[0]["final"])

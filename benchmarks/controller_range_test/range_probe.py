@@ -3,6 +3,9 @@ From init, on one process with the global batch (4 ranks x batch), AdamW as the 
  (A) an exponential LR range test over K steps, 1e-5 -> 1 (Smith): LR at the smoothed loss's minimum and at its
      steepest descent;
  (B) constant LR for K steps at each point of a half-decade grid, then the loss on a held-out probe batch.
+ (C) (session 41) the same race with the run's schedule shape compressed into K steps: OneCycle (30 % warm-up from
+     peak / 25, cosine decay to peak / 1e4) at each grid point as the peak, then the probe. A constant LR leaves each
+     copy at its LR's noise floor, which favours small steps; a finished schedule removes that floor.
 """
 
 import argparse
@@ -141,6 +144,26 @@ if "B" in a.modes:
         d = torch.tensor(per[lr]) - torch.tensor(per[best])
         paired[lr] = [round(float(d.mean()), 4), round(float(d.std() / math.sqrt(len(d))), 4)]
     res.update(B_probe=probes, B_best=best, B_gap_and_se=paired)
+if "C" in a.modes:
+    K = a.steps
+    grid = [float(x) for x in a.grid.split(",")]
+    warm = max(1, round(0.3 * K))
+
+    def one_cycle(peak):
+        up = [peak / 25 + (peak - peak / 25) * i / warm for i in range(warm)]
+        down = [peak / 1e4 + (peak - peak / 1e4) * (1 + math.cos(math.pi * i / (K - warm))) / 2 for i in range(K - warm)]
+        return up + down
+
+    probes, per = {}, {}
+    for lr in grid:
+        _, pl, per[lr] = run(one_cycle(lr))
+        probes[lr] = pl
+    best = min(probes, key=lambda k: probes[k] if math.isfinite(probes[k]) else 1e9)
+    paired = {}
+    for lr in grid:
+        d = torch.tensor(per[lr]) - torch.tensor(per[best])
+        paired[lr] = [round(float(d.mean()), 4), round(float(d.std() / math.sqrt(len(d))), 4)]
+    res.update(C_probe=probes, C_best=best, C_gap_and_se=paired)
 print(json.dumps(res), flush=True)
 with open(__import__("pathlib").Path(__file__).with_name("results.jsonl"), "a") as f:
     f.write(json.dumps(res) + "\n")
