@@ -1,4 +1,4 @@
-"""The start race: before the first step, each replica trains a copy of the initial weights at its own constant LR.
+"""The start race: before the first step, the replicas train copies of the initial weights at a few constant LRs.
 
 There are always `RACE_CANDIDATES` (4) candidate LRs, ``start x max_factor ** (c / 3)`` (the start LR up to the
 controller's bound), whatever the number of replicas: replica ``r`` of ``N`` races candidates ``r, r + N, ...``
@@ -6,7 +6,7 @@ controller's bound), whatever the number of replicas: replica ``r`` of ``N`` rac
 weights on the same batches, and scores each copy on the same probe examples. So the decision does not depend on
 how many processes run it. The run keeps its initial weights and starts the base LR at the winner's multiplier
 when (1) every larger LR beat the start (the start came last), (2) the probe loss fell with each step up in LR from
-the start to the winner, and (3) the winner beat the start by ``significance`` paired standard errors over the
+the start to the winner, (3) the winner beat the start by ``significance`` paired standard errors over the
 probe's examples, and (4) a fifth copy one step below the start (``start / max_factor ** (1 / 3)``, raced only when
 (1)-(3) hold) did worse than the start; otherwise at 1 (the race changed nothing).
 
@@ -31,7 +31,7 @@ arXiv 1803.02021): on the from-scratch language models of BENCHMARKS.md it picks
 (reading 43), so its pick is a lower bound on the right LR. A race that says "higher than the start" is evidence
 the start is too low; one that says "lower" is what the race says at any LR. Measured in reading 45.
 
-Pure math, no torch.distributed: the Trainer runs the race and gathers the probe losses (`trainer.py`).
+Pure math, no torch.distributed: `trainer_race.py` runs the race in HDETTrainer and gathers the probe losses.
 """
 
 from __future__ import annotations
