@@ -408,10 +408,11 @@ class HDETConfig:
             "batches of --per_device_train_batch_size examples (one step per batch, no accumulation, no loss "
             "scaling), and score each copy on the probe batch. The run keeps its initial weights and starts the "
             "controller at the winner's multiplier when every larger LR beat the start, the probe loss fell with "
-            "each step up in LR to the winner, and the winner beat the start by --hdet_start_race_significance "
-            "paired standard errors. It only raises: a race from the initial weights favours small steps "
+            "each step up in LR to the winner, the winner beat the start by --hdet_start_race_significance "
+            "paired standard errors, and a copy one step below the start (x 0.464, raced by replica 0 only then) "
+            "did worse than the start. It only raises: a race from the initial weights favours small steps "
             "(BENCHMARKS.md, readings 43, 45 and 46). Costs ceil(4 / N) x this many extra steps per replica at the "
-            "start (N replicas). 0 (default): no race."
+            "start (N replicas), and as many more on replica 0 when it raises. 0 (default): no race."
         },
     )
     start_race_significance: float = field(
