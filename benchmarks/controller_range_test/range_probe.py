@@ -131,22 +131,26 @@ if "A" in a.modes:
     slopes = [(sm[i + 1] - sm[i - 1]) for i in range(1, imin)] if imin > 2 else [0]
     isteep = 1 + min(range(len(slopes)), key=lambda j: slopes[j])
     res.update(A_min_lr=lrs[imin], A_steep_lr=lrs[isteep], A_losses=[round(x, 3) for x in losses])
-if "B" in a.modes:
+def race(schedule_of):
+    """Train from init under ``schedule_of(lr)`` at each grid point; the probe losses, the winner, and each point's
+    gap to the winner with its paired standard error over the probe's examples (how decisive the race is)."""
     grid = [float(x) for x in a.grid.split(",")]
     probes, per = {}, {}
     for lr in grid:
-        _, pl, per[lr] = run([lr] * a.steps)
-        probes[lr] = pl
+        _, probes[lr], per[lr] = run(schedule_of(lr))
     best = min(probes, key=lambda k: probes[k] if math.isfinite(probes[k]) else 1e9)
-    # paired standard error of (point - best) over the probe's examples: how decisive the race is
     paired = {}
     for lr in grid:
         d = torch.tensor(per[lr]) - torch.tensor(per[best])
         paired[lr] = [round(float(d.mean()), 4), round(float(d.std() / math.sqrt(len(d))), 4)]
+    return probes, best, paired
+
+
+if "B" in a.modes:
+    probes, best, paired = race(lambda lr: [lr] * a.steps)
     res.update(B_probe=probes, B_best=best, B_gap_and_se=paired)
 if "C" in a.modes:
     K = a.steps
-    grid = [float(x) for x in a.grid.split(",")]
     warm = max(1, round(0.3 * K))
 
     def one_cycle(peak):
@@ -154,15 +158,7 @@ if "C" in a.modes:
         down = [peak / 1e4 + (peak - peak / 1e4) * (1 + math.cos(math.pi * i / (K - warm))) / 2 for i in range(K - warm)]
         return up + down
 
-    probes, per = {}, {}
-    for lr in grid:
-        _, pl, per[lr] = run(one_cycle(lr))
-        probes[lr] = pl
-    best = min(probes, key=lambda k: probes[k] if math.isfinite(probes[k]) else 1e9)
-    paired = {}
-    for lr in grid:
-        d = torch.tensor(per[lr]) - torch.tensor(per[best])
-        paired[lr] = [round(float(d.mean()), 4), round(float(d.std() / math.sqrt(len(d))), 4)]
+    probes, best, paired = race(one_cycle)
     res.update(C_probe=probes, C_best=best, C_gap_and_se=paired)
 print(json.dumps(res), flush=True)
 with open(__import__("pathlib").Path(__file__).with_name("results.jsonl"), "a") as f:
