@@ -128,8 +128,9 @@ class HDETAccelerate:
                 f"controller_signal={self.config.controller_signal} is HDETTrainer-only; use "
                 "HDETConfig(controller_signal='train_and_averaged_probe') with HDETAccelerate."
             )
-        if self.config.start_race_steps > 0:
-            # The race trains on chosen batches before the first step, which only HDETTrainer can build.
+        if self.config.start_race_steps:
+            # The race trains on chosen batches before the first step, which only HDETTrainer can build (unset,
+            # the default races only there: a custom loop runs without it).
             raise ValueError(
                 "HDETConfig(start_race_steps=...) is HDETTrainer-only: a custom loop owns its batches. Drop it "
                 "with HDETAccelerate (start_race_steps=0)."

@@ -40,6 +40,8 @@ CONVERGE_WEIGHTS = ("uniform", "fitness")
 # A sync_interval given as a fraction of the run never resolves below this many steps: the controller compares
 # replicas on their loss over the interval, and fewer batches make that comparison noise.
 MIN_FRACTION_SYNC_INTERVAL = 10
+# The start race's length when --hdet_start_race_steps is unset (BENCHMARKS.md readings 45-47: measured at 60).
+DEFAULT_START_RACE_STEPS = 60
 # The comparison horizon of the default (None) in plain shared mode, as a fraction of the run (reading 12).
 DEFAULT_COMPARISON_HORIZON = 0.1
 # Before the comparison horizon takes over: the step-size fan-out alone, or alternating with the horizon.
@@ -399,8 +401,8 @@ class HDETConfig:
             "schedule; f > 1."
         },
     )
-    start_race_steps: int = field(
-        default=0,
+    start_race_steps: int | None = field(
+        default=None,
         metadata={
             "help": "With --hdet_auto_lr (HDETTrainer): before the first step, the replicas train copies of the "
             "initial weights for this many steps each at 4 constant LRs, the peak LR x f ** (c / 3) for c = 0..3 (f: "
@@ -412,7 +414,10 @@ class HDETConfig:
             "paired standard errors, and a copy one step below the start (x 0.464, raced by replica 0 only then) "
             "did worse than the start. It only raises: a race from the initial weights favours small steps "
             "(BENCHMARKS.md, readings 43, 45 and 46). Costs ceil(4 / N) x this many extra steps per replica at the "
-            "start (N replicas), and as many more on replica 0 when it raises. 0 (default): no race."
+            "start (N replicas), and as many more on replica 0 when it raises. Unset (default): "
+            f"{DEFAULT_START_RACE_STEPS} steps where the race can run (--hdet_auto_lr, whole replicas, 2+ processes, "
+            f"a sized train set) on runs of at least {2 * DEFAULT_START_RACE_STEPS} steps, else none; a number races "
+            "that long (an error where it cannot); 0: no race."
         },
     )
     start_race_significance: float = field(
@@ -740,21 +745,24 @@ class HDETConfig:
                 "already all-reduced every step.",
                 stacklevel=3,
             )
-        if not isinstance(self.start_race_steps, int) or self.start_race_steps < 0:
+        if self.start_race_steps is not None and (
+            not isinstance(self.start_race_steps, int) or self.start_race_steps < 0
+        ):
             raise ValueError(
-                f"{_flag('start_race_steps')} must be an integer >= 0 (0: no race), but got {self.start_race_steps!r}."
+                f"{_flag('start_race_steps')} must be an integer >= 0 (0: no race; unset: the default), but got "
+                f"{self.start_race_steps!r}."
             )
         if not (math.isfinite(self.start_race_significance) and self.start_race_significance >= 0):
             raise ValueError(
                 f"{_flag('start_race_significance')} must be a finite number >= 0, but got "
                 f"{self.start_race_significance!r}. Use e.g. 2."
             )
-        if self.start_race_steps > 0 and not self.auto_lr:
+        if self.start_race_steps and not self.auto_lr:
             raise ValueError(
                 f"{_flag('start_race_steps')} sets where the auto-LR controller starts, but {_flag('auto_lr')} is "
                 f"off. Add {_flag('auto_lr')}, or drop {_flag('start_race_steps')}."
             )
-        if self.start_race_steps > 0 and self.hsdp_shard_size > 0:
+        if self.start_race_steps and self.hsdp_shard_size > 0:
             raise ValueError(
                 f"{_flag('start_race_steps')} races whole replicas, one per process; with "
                 f"{_flag('hsdp_shard_size')} each replica is sharded over a group. Drop one of the two."

@@ -41,8 +41,11 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from .config import DEFAULT_START_RACE_STEPS
+
 __all__ = [
     "RACE_CANDIDATES",
+    "race_steps_for_run",
     "race_multipliers",
     "below_multiplier",
     "race_assignment",
@@ -54,6 +57,30 @@ __all__ = [
 # Four candidates a third of a decade apart (with the default bound of 10): the grid every race of BENCHMARKS.md
 # reading 45 ran on (then one per replica at 4 processes). Fixed, so 2 and 8 processes take the same decision.
 RACE_CANDIDATES = 4
+
+
+def race_steps_for_run(
+    requested: int | None, *, auto_lr: bool, hsdp: bool, replicas: int, max_steps: int, sized_train_set: bool
+) -> tuple[int, str]:
+    """How many steps this run's start race trains, and why none when 0.
+
+    ``requested`` set (a number): that number; the Trainer raises where a set race cannot run. Unset (None, the
+    default): `DEFAULT_START_RACE_STEPS` where the race can run and was measured (the auto-LR controller on whole
+    replicas, two or more of them, a sized train set) and the run is at least twice as long as the race (a race
+    as long as the run would cost more than it could save: the shortest measured run was 120 steps); elsewhere
+    0, quietly: a default must not turn a valid run into an error.
+    """
+    if requested is not None:
+        return requested, "" if requested else "--hdet_start_race_steps 0"
+    reasons = [
+        (not auto_lr, "--hdet_auto_lr is off"),
+        (hsdp, "replicas are sharded (--hdet_hsdp_shard_size)"),
+        (replicas < 2, "one replica"),
+        (not sized_train_set, "the train set has no length (a streaming dataset)"),
+        (max_steps < 2 * DEFAULT_START_RACE_STEPS, f"the run has fewer than {2 * DEFAULT_START_RACE_STEPS} steps"),
+    ]
+    why = [reason for applies, reason in reasons if applies]
+    return (0, "; ".join(why)) if why else (DEFAULT_START_RACE_STEPS, "")
 
 
 def race_multipliers(max_factor: float, candidates: int = RACE_CANDIDATES) -> list[float]:

@@ -63,7 +63,7 @@ from .schedule_metadata import (
 )
 from .schedulers import HDETLRScheduler, one_cycle_base_schedule
 from .score_window import COOLDOWN_SIGNALS
-from .trainer_race import run_start_race
+from .trainer_race import race_steps, run_start_race
 
 __all__ = ["HDETTrainer", "HDETTrainerMixin", "HDETCallback", "STATE_FILENAME", "OPTIMIZER_FILENAME"]
 
@@ -91,8 +91,9 @@ class HDETCallback(TrainerCallback):
         ):
             # No DDP wrapper (local mode, HSDP) to make the replicas start equal: replica 0's weights.
             engine.broadcast_from_rank0()
-        if engine is not None and engine.step == 0 and args.hdet_config.start_race_steps > 0:
-            decision = run_start_race(self.trainer)
+        race = race_steps(self.trainer, state.max_steps) if engine is not None and engine.step == 0 else 0
+        if race:
+            decision = run_start_race(self.trainer, race)
             self.trainer.lr_scheduler.reapply()
             if decision is not None:  # the race's outcome in the logs (and report_to backends), at step 0
                 self.trainer.log(

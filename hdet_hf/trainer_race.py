@@ -23,6 +23,7 @@ from .start_race import (
     decide_race,
     race_assignment,
     race_multipliers,
+    race_steps_for_run,
 )
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["run_start_race"]
+__all__ = ["race_steps", "run_start_race"]
 
 
 def peak_lr(group: dict[str, Any]) -> float:
@@ -57,15 +58,32 @@ def _race_examples(trainer: HDETTrainerMixin, steps: int, batch_size: int, skip:
     return [[dataset[order[(i * size + j) % len(order)]] for j in range(size)] for i in range(steps)]
 
 
-def run_start_race(trainer: HDETTrainerMixin) -> RaceDecision | None:
-    """Race, decide on every rank alike, and start the engine's controller at the decided scale.
+def race_steps(trainer: HDETTrainerMixin, max_steps: int) -> int:
+    """How many steps this run races (`race_steps_for_run`): a set --hdet_start_race_steps as it is, the unset
+    default only where the race can run. A default that cannot run is a log line, not an error."""
+    config = trainer.args.hdet_config
+    dataset = trainer.train_dataset
+    steps, why_not = race_steps_for_run(
+        config.start_race_steps,
+        auto_lr=config.auto_lr,
+        hsdp=bool(config.hsdp_shard_size),
+        replicas=trainer.hdet_engine.world_size,
+        max_steps=max_steps,
+        sized_train_set=hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__"),
+    )
+    if config.start_race_steps is None and not steps and config.auto_lr and trainer.is_world_process_zero():
+        logger.info("HDET: no start race (unset --hdet_start_race_steps races only where it can): %s.", why_not)
+    return steps
+
+
+def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None:
+    """Race ``steps`` steps, decide on every rank alike, and start the engine's controller at the decided scale.
 
     Returns None (and races nothing) with fewer than two replicas.
     """
     engine = trainer.hdet_engine
     args = trainer.args
     config = args.hdet_config
-    steps = config.start_race_steps
     if engine.world_size < 2:
         logger.warning("HDET: --hdet_start_race_steps needs two or more replicas; this run has one, no race.")
         return None

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from hdet_hf import HDETConfig
+from hdet_hf.config import DEFAULT_START_RACE_STEPS
 from hdet_hf.start_race import (
     RACE_CANDIDATES,
     below_multiplier,
@@ -13,6 +14,7 @@ from hdet_hf.start_race import (
     decide_race,
     race_assignment,
     race_multipliers,
+    race_steps_for_run,
 )
 
 
@@ -161,6 +163,29 @@ def test_settings_are_validated():
         HDETConfig(auto_lr=True, start_race_steps=10, hsdp_shard_size=2)
     with pytest.raises(ValueError, match="--hdet_start_race_significance must be a finite number >= 0"):
         HDETConfig(auto_lr=True, start_race_steps=10, start_race_significance=-1.0)
+
+
+def test_unset_means_the_default_only_where_the_race_can_run():
+    assert HDETConfig().start_race_steps is None and HDETConfig(auto_lr=True).start_race_steps is None
+    # Unset without auto-LR or with HSDP is valid (no race), unlike a number there.
+    HDETConfig(hsdp_shard_size=2)
+    where = dict(auto_lr=True, hsdp=False, replicas=2, max_steps=120, sized_train_set=True)
+    assert race_steps_for_run(None, **where) == (DEFAULT_START_RACE_STEPS, "") and DEFAULT_START_RACE_STEPS == 60
+    for change, reason in [
+        ({"auto_lr": False}, "--hdet_auto_lr is off"),
+        ({"hsdp": True}, "sharded"),
+        ({"replicas": 1}, "one replica"),
+        ({"sized_train_set": False}, "no length"),
+        ({"max_steps": 119}, "fewer than 120 steps"),
+    ]:
+        steps, why = race_steps_for_run(None, **{**where, **change})
+        assert steps == 0 and reason in why, (change, why)
+    # Two reasons at once are both named.
+    steps, why = race_steps_for_run(None, **{**where, "replicas": 1, "max_steps": 10})
+    assert steps == 0 and "one replica" in why and "fewer than" in why
+    # A number is taken as it is, whatever the run (the Trainer and HDETConfig raise where it cannot run).
+    assert race_steps_for_run(30, **{**where, "max_steps": 10})[0] == 30
+    assert race_steps_for_run(0, **where) == (0, "--hdet_start_race_steps 0")
 
 
 def _engine(**config):

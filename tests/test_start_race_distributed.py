@@ -9,13 +9,14 @@ pytestmark = pytest.mark.slow
 COMMON = [
     "--per_device_train_batch_size", "4", "--report_to", "none", "--use_cpu", "--seed", "0", "--disable_tqdm",
     "true", "--hdet", "--hdet_auto_lr", "--hdet_sync_interval", "3", "--max_steps", "6", "--save_strategy", "no",
-    "--logging_steps", "1000", "--profile_race", "--with_eval",
+    "--logging_steps", "1000", "--with_eval",
 ]  # fmt: skip
 
 
-def run(tmp_path, name, *flags, nproc=2):
+def run(tmp_path, name, *flags, nproc=2, profile=True):
     out = tmp_path / name
     args = ["--output_dir", str(out / "out"), "--dump_dir", str(out / "dump"), *COMMON, *flags]
+    args += ["--profile_race"] if profile else []
     torchrun("trainer_worker.py", nproc, args)
     return load_ranks(out / "dump", nproc)
 
@@ -81,3 +82,12 @@ def test_the_decision_does_not_depend_on_the_number_of_replicas(tmp_path):
     assert two["probe_losses"] == four["probe_losses"] and len(two["probe_losses"]) == 4
     assert len(set(two["probe_losses"])) == 4  # four different copies
     assert two == four
+
+
+def test_unset_the_race_runs_on_runs_long_enough(tmp_path):
+    # The default (no flag) races DEFAULT_START_RACE_STEPS (60) steps on a run of 120 steps or more; the 6-step runs
+    # above show that a shorter one does not race ("start_race" absent from the plain runs' records).
+    raced = run(tmp_path, "default", "--learning_rate", "1e-4", "--max_steps", "120", profile=False)
+    record = race_record(raced[0])
+    assert record["steps"] == 60 and record == race_record(raced[1])
+    assert record["scale"] > 1.0  # far below: the default's race raises, as the 8-step one above

@@ -437,7 +437,7 @@ CASES: list[ErrorCase] = [
         "--hdet_auto_lr",
         "--hdet_start_race_steps",
         "-1",
-        match=r"--hdet_start_race_steps must be an integer >= 0 \(0: no race\), but got -1",
+        match=r"--hdet_start_race_steps must be an integer >= 0 \(0: no race; unset: the default\), but got -1",
     ),
     _flags(
         "--hdet_auto_lr",

@@ -74,9 +74,9 @@ def profile_start_race(collectives: dict[str, int]) -> None:
 
     race = hdet_hf.trainer.run_start_race
 
-    def profiled(trainer):
+    def profiled(trainer, steps):
         with profile(activities=[ProfilerActivity.CPU]) as prof:
-            decision = race(trainer)
+            decision = race(trainer, steps)
         for event in prof.events():
             if event.name.startswith("gloo:"):
                 collectives[event.name] = collectives.get(event.name, 0) + 1
