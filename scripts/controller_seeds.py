@@ -6,6 +6,9 @@ that folder's DDP at the best LR, the mean and standard deviation over the folde
 LR (the do-no-harm check), and on how many seeds HDET ended worse than that DDP run. Ratios are per seed:
 each seed's HDET run against the same seed's DDP runs, so seed-to-seed differences of the data order and the
 initialisation cancel. With ``--against`` another setting's rows are compared seed by seed (paired differences).
+Rows recorded apart from a seed's folder (a scratch copy's results, e.g. the start race's
+``benchmarks/controller_start_race/results/<task><seed>.jsonl``) join it with ``--rows_from``, one file per folder:
+their HDET rows are added, the folder's own DDP rows stay the denominators.
 
 A setting that changed only some starts leaves the others where an older setting's rows already are (the line
 search's later rules were bit-identical at the best LR and from 3x above, BENCHMARKS.md readings 24-25). With
@@ -50,19 +53,36 @@ def parse_same_as(spec: str) -> tuple[str, tuple[str, ...]]:
     return prefix, chosen
 
 
+def folder_rows(folder: Path, extra: Path | None = None) -> list[dict[str, Any]]:
+    """A folder's recorded rows, plus the HDET rows of ``extra`` (a results.jsonl kept elsewhere) whose names the
+    folder does not have: the folder's DDP rows, and its own rows of a name, win."""
+    rows = read_results(folder / "results.jsonl")
+    names = {r["name"] for r in rows}
+    more = read_results(extra) if extra is not None else []
+    return rows + [r for r in more if r.get("kind") != "ddp" and r["name"] not in names]
+
+
 def seed_table(
     folders: Sequence[Path],
     best_lr: float,
     prefix: str,
     same_as: Sequence[tuple[str, Sequence[str]]] = (),
+    rows_from: Sequence[Path | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Per start: each folder's HDET ratio, DDP-at-start ratio and accuracy (None where a row is missing), and
-    ``source``: None for a row of ``prefix`` itself, else the ``same_as`` prefix the cell was taken from."""
+    ``source``: None for a row of ``prefix`` itself, else the ``same_as`` prefix the cell was taken from.
+    ``rows_from``: per folder, a results.jsonl whose HDET rows join it (None: none)."""
     table = []
-    by_folder = [read_results(folder / "results.jsonl") for folder in folders]
+    extras = list(rows_from) if rows_from is not None else [None] * len(folders)
+    by_folder = [folder_rows(folder, extra) for folder, extra in zip(folders, extras, strict=True)]
     for start in STARTS:
         entry: dict[str, Any] = {
-            "start": start, "hdet": [], "ddp": [], "accuracy": [], "start_lr": None, "source": []
+            "start": start,
+            "hdet": [],
+            "ddp": [],
+            "accuracy": [],
+            "start_lr": None,
+            "source": [],
         }
         for rows in by_folder:
             best = ddp_at(rows, best_lr)
@@ -204,7 +224,18 @@ def main(argv: Sequence[str] | None = None) -> str:
         "marked *",
     )
     p.add_argument(
-        "--target_points", type=float, default=1.0, help="The difference (ratio points) --against sizes seeds for"
+        "--rows_from",
+        nargs="+",
+        default=None,
+        metavar="JSONL",
+        help="One results.jsonl per folder (the same order; '-' for none) whose HDET rows join that folder's: rows "
+        "recorded apart from it, e.g. in a scratch copy. The folder's DDP rows stay the denominators",
+    )
+    p.add_argument(
+        "--target_points",
+        type=float,
+        default=1.0,
+        help="The difference (ratio points) --against sizes seeds for",
     )
     p.add_argument("--out", type=Path, default=None, help="Also write the table to this markdown file")
     args = p.parse_args(argv)
@@ -213,6 +244,17 @@ def main(argv: Sequence[str] | None = None) -> str:
             p.error(
                 f"{folder / 'results.jsonl'} does not exist: pass folders written by scripts/benchmark_quality.py"
             )
+    rows_from = None
+    if args.rows_from is not None:
+        if len(args.rows_from) != len(args.dirs):
+            p.error(
+                f"--rows_from takes one file per folder ('-' for none): {len(args.dirs)} folders, "
+                f"{len(args.rows_from)} files"
+            )
+        rows_from = [None if name == "-" else Path(name) for name in args.rows_from]
+        missing = [str(f) for f in rows_from if f is not None and not f.is_file()]
+        if missing:
+            p.error(f"--rows_from: no such file {', '.join(missing)}")
     bests = [ddp_at(read_results(f / "results.jsonl"), args.best_lr) for f in args.dirs]
     missing = [str(f) for f, b in zip(args.dirs, bests) if b is None]
     if missing:
@@ -221,12 +263,12 @@ def main(argv: Sequence[str] | None = None) -> str:
         same_as = [parse_same_as(spec) for spec in args.same_as]
     except ValueError as error:
         p.error(str(error))
-    table = seed_table(args.dirs, args.best_lr, args.rows, same_as)
+    table = seed_table(args.dirs, args.best_lr, args.rows, same_as, rows_from)
     if all(v is None for entry in table for v in entry["hdet"]):
         p.error(f"no rows named {args.rows}_best / _low / _high in these folders")
     text = markdown(table, args.dirs, [b["eval_loss"] for b in bests])
     if args.against:
-        reference = seed_table(args.dirs, args.best_lr, args.against)
+        reference = seed_table(args.dirs, args.best_lr, args.against, rows_from=rows_from)
         if all(v is None for entry in reference for v in entry["hdet"]):
             p.error(f"no rows named {args.against}_best / _low / _high in these folders")
         paired = paired_table(table, reference, args.target_points)

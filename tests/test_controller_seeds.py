@@ -122,3 +122,45 @@ def test_same_as_fills_only_missing_cells_at_its_starts_and_marks_them(tmp_path,
     with pytest.raises(SystemExit):
         controller_seeds.main([str(folder), "--best_lr", "0.01", "--rows", PREFIX, "--same_as", "old:middle"])
     assert "--same_as 'old:middle'" in capsys.readouterr().err
+
+
+def test_rows_from_adds_rows_recorded_apart_and_keeps_the_folders_ddp(tmp_path, capsys):
+    one = write_seed(tmp_path / "seed0", {0.01: 4.0, 0.001: 5.0}, {"low": (0.001, 4.4)})
+    two = write_seed(tmp_path / "seed1", {0.01: 2.0, 0.001: 3.0}, {"low": (0.001, 2.2)})
+    # A scratch copy of seed 0: its DDP rows differ (they must not replace the folder's), one row of its own, and
+    # a row the folder already has (the folder's wins).
+    scratch = tmp_path / "scratch0.jsonl"
+    scratch.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"name": "ddp_lr0.01", "kind": "ddp", "start_lr": 0.01, "eval_loss": 8.0},
+                {"name": "race_low", "kind": "hdet", "start_lr": 0.001, "eval_loss": 4.2},
+                {"name": f"{PREFIX}_low", "kind": "hdet", "start_lr": 0.001, "eval_loss": 9.9},
+            ]
+        )
+        + "\n"
+    )
+    table = {
+        e["start"]: e
+        for e in controller_seeds.seed_table([one, two], 0.01, "race", rows_from=[scratch, None])
+    }
+    assert table["low"]["hdet"] == [pytest.approx(1.05), None] and table["low"]["ddp"][0] == pytest.approx(
+        1.25
+    )
+    mine = {e["start"]: e for e in controller_seeds.seed_table([one], 0.01, PREFIX, rows_from=[scratch])}
+    assert mine["low"]["hdet"] == [pytest.approx(1.1)]
+    text = controller_seeds.main(
+        [str(one), str(two), "--best_lr", "0.01", "--rows", "race", "--rows_from", str(scratch), "-"]
+    )
+    assert "| low (0.001) | 1.050 | - | 1.050 |" in text
+    with pytest.raises(SystemExit):
+        controller_seeds.main(
+            [str(one), str(two), "--best_lr", "0.01", "--rows", "race", "--rows_from", str(scratch)]
+        )
+    assert "one file per folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        controller_seeds.main(
+            [str(one), "--best_lr", "0.01", "--rows", "race", "--rows_from", str(tmp_path / "no")]
+        )
+    assert "no such file" in capsys.readouterr().err
