@@ -420,6 +420,17 @@ class HDETConfig:
             "that long (an error where it cannot); 0: no race."
         },
     )
+    start_race_lowers: bool = field(
+        default=False,
+        metadata={
+            "help": "Let the start race also lower the start LR one step (x 0.464) when it did not raise: replica 0 "
+            "races a copy one step below the start, and the run starts there when that copy beat the start by "
+            "--hdet_start_race_significance paired standard errors and removed at least twice as much probe loss "
+            "from the initial weights' as the start's copy did (a start past the edge of stability stalls or "
+            "collapses; a smaller LR's short-horizon edge is small). Costs the race's length once more on replica "
+            "0. Opt-in while it is measured (BENCHMARKS.md, reading 47)."
+        },
+    )
     start_race_significance: float = field(
         default=2.0,
         metadata={
@@ -761,6 +772,13 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('start_race_steps')} sets where the auto-LR controller starts, but {_flag('auto_lr')} is "
                 f"off. Add {_flag('auto_lr')}, or drop {_flag('start_race_steps')}."
+            )
+        if self.start_race_lowers and (self.start_race_steps == 0 or not self.auto_lr):
+            why = f"{_flag('start_race_steps')} is 0 (no race)" if self.auto_lr else f"{_flag('auto_lr')} is off"
+            fix = f"leave {_flag('start_race_steps')} unset" if self.auto_lr else f"add {_flag('auto_lr')}"
+            raise ValueError(
+                f"{_flag('start_race_lowers')} lets the start race lower the start LR, but {why}. Drop "
+                f"{_flag('start_race_lowers')}, or {fix}."
             )
         if self.start_race_steps and self.hsdp_shard_size > 0:
             raise ValueError(

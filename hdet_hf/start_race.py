@@ -52,6 +52,8 @@ __all__ = [
     "RaceDecision",
     "decide_race",
     "confirm_with_below",
+    "decide_lower",
+    "LOWER_PROGRESS_RATIO",
 ]
 
 # Four candidates a third of a decade apart (with the default bound of 10): the grid every race of BENCHMARKS.md
@@ -77,7 +79,10 @@ def race_steps_for_run(
         (hsdp, "replicas are sharded (--hdet_hsdp_shard_size)"),
         (replicas < 2, "one replica"),
         (not sized_train_set, "the train set has no length (a streaming dataset)"),
-        (max_steps < 2 * DEFAULT_START_RACE_STEPS, f"the run has fewer than {2 * DEFAULT_START_RACE_STEPS} steps"),
+        (
+            max_steps < 2 * DEFAULT_START_RACE_STEPS,
+            f"the run has fewer than {2 * DEFAULT_START_RACE_STEPS} steps",
+        ),
     ]
     why = [reason for applies, reason in reasons if applies]
     return (0, "; ".join(why)) if why else (DEFAULT_START_RACE_STEPS, "")
@@ -118,6 +123,10 @@ class RaceDecision:
     # The copy one step below the start (raced only when the rest would raise): its multiplier and mean probe loss.
     below_multiplier: float | None = None
     below_probe_loss: float | None = None
+    # The initial weights' mean probe loss (what every copy started from), and whether the run starts one step below
+    # the start because the start's copy made no real progress from there (`decide_lower`; opt-in).
+    initial_probe_loss: float | None = None
+    lowered: bool = False
 
     @property
     def wants_below(self) -> bool:
@@ -136,6 +145,8 @@ class RaceDecision:
             "falls_to_winner": self.falls_to_winner,
             "below_multiplier": self.below_multiplier,
             "below_probe_loss": self.below_probe_loss,
+            "initial_probe_loss": self.initial_probe_loss,
+            "lowered": self.lowered,
         }
 
 
@@ -150,7 +161,9 @@ def decide_race(per_example: torch.Tensor, multipliers: list[float], significanc
     """
     losses = per_example.detach().to(torch.float64)
     if losses.dim() != 2 or losses.shape[0] != len(multipliers):
-        raise ValueError(f"Expected [{len(multipliers)}, examples] probe losses, got shape {tuple(losses.shape)}.")
+        raise ValueError(
+            f"Expected [{len(multipliers)}, examples] probe losses, got shape {tuple(losses.shape)}."
+        )
     finite = torch.isfinite(losses).all(dim=1)
     means = torch.where(finite, losses.mean(dim=1), torch.full_like(losses[:, 0], math.inf))
     winner = int(torch.argmin(means))
@@ -175,7 +188,9 @@ def decide_race(per_example: torch.Tensor, multipliers: list[float], significanc
     )
 
 
-def confirm_with_below(decision: RaceDecision, below_per_example: torch.Tensor, multiplier: float) -> RaceDecision:
+def confirm_with_below(
+    decision: RaceDecision, below_per_example: torch.Tensor, multiplier: float
+) -> RaceDecision:
     """The final decision once the copy one step below the start (``multiplier`` < 1) has been scored: a raise
     stands only if that copy's mean probe loss is above the start's (non-finite counts as above)."""
     if not decision.wants_below:
@@ -188,4 +203,60 @@ def confirm_with_below(decision: RaceDecision, below_per_example: torch.Tensor, 
         scale=decision.scale if stands else 1.0,
         below_multiplier=float(multiplier),
         below_probe_loss=below,
+    )
+
+
+# How much more progress (probe loss removed from the initial weights' in the race's K steps) the copy below the
+# start must make than the start's own before the run starts there. Below the edge of stability a smaller LR makes
+# a little more short-horizon progress at most (the bias: the race's pick on the from-scratch language models is
+# 0.1-0.3x the best LR, with probe losses within a few percent of each other); past it the larger LR stalls or
+# collapses (the classifier from 3x above its best LR: the start's copy at the uniform loss).
+LOWER_PROGRESS_RATIO = 2.0
+
+
+def decide_lower(
+    decision: RaceDecision,
+    start_per_example: torch.Tensor,
+    below_per_example: torch.Tensor,
+    initial_per_example: torch.Tensor,
+    multiplier: float,
+    significance: float,
+    progress_ratio: float = LOWER_PROGRESS_RATIO,
+) -> RaceDecision:
+    """Whether a race that did not raise lowers the start one step (to ``multiplier`` < 1): when the copy below
+    the start beat the start's copy by ``significance`` paired standard errors over the probe's examples *and*
+    removed at least ``progress_ratio`` times as much probe loss from the initial weights' as the start did (a
+    start that made no progress, or lost ground, against a copy below that made some). The short-horizon bias
+    alone makes a smaller LR win by a little; a start past the edge of stability loses by a lot.
+    """
+    if decision.scale != 1.0:
+        raise ValueError("Only a race that did not raise can lower the start.")
+    rows = [
+        t.detach().to(torch.float64).flatten()
+        for t in (start_per_example, below_per_example, initial_per_example)
+    ]
+    start, below, initial = rows
+    if not (start.shape == below.shape == initial.shape):
+        raise ValueError(f"Expected probe losses of one shape, got {[tuple(r.shape) for r in rows]}.")
+    below_mean = float(below.mean()) if bool(torch.isfinite(below).all()) else math.inf
+    initial_mean = float(initial.mean())
+    lowered = False
+    if math.isfinite(below_mean) and below.numel() >= 2:
+        start_mean = float(start.mean()) if bool(torch.isfinite(start).all()) else math.inf
+        below_progress = initial_mean - below_mean
+        start_progress = initial_mean - start_mean  # -inf when the start's copy diverged
+        differences = start - below if math.isfinite(start_mean) else None
+        beats = differences is None or (
+            float(differences.mean()) > 0
+            and float(differences.mean())
+            >= significance * float(differences.std(unbiased=True)) / math.sqrt(below.numel())
+        )
+        lowered = below_progress > 0 and beats and below_progress >= progress_ratio * max(start_progress, 0.0)
+    return replace(
+        decision,
+        scale=float(multiplier) if lowered else 1.0,
+        below_multiplier=float(multiplier),
+        below_probe_loss=below_mean,
+        initial_probe_loss=initial_mean,
+        lowered=lowered,
     )

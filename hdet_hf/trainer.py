@@ -108,6 +108,7 @@ class HDETCallback(TrainerCallback):
                             if decision.below_probe_loss is None
                             else {"hdet/start_race_probe_loss_below": decision.below_probe_loss}
                         ),
+                        "hdet/start_race_probe_loss_initial": decision.initial_probe_loss,
                     }
                 )
         # Model tags reach every card written later, including PEFT's adapter card, which rewrites the tag list.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -20,6 +21,7 @@ from .start_race import (
     RaceDecision,
     below_multiplier,
     confirm_with_below,
+    decide_lower,
     decide_race,
     race_assignment,
     race_multipliers,
@@ -139,12 +141,19 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
                 torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-        # One example at a time: the decision needs each example's loss for a paired standard error.
+        return score()
+
+    def score() -> torch.Tensor:
+        """Each probe example's loss under the weights as they are (one at a time: the decision needs each
+        example's loss for a paired standard error)."""
         return torch.stack(
             [trainer._plain_loss(trainer._prepare_inputs(trainer.data_collator([ex]))) for ex in probe_examples]
         ).float().cpu()
 
     device = next(model.parameters()).device
+    # The initial weights' probe losses, before any copy trains (eval mode: no random draws; put_back() restores the
+    # random streams before every copy all the same).
+    initial_scores = score()
     try:
         model.train()
         # Each candidate's per-example probe losses in its round's slot; a replica with fewer candidates leaves
@@ -156,12 +165,21 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
         slots = gathered.view(engine.world_size, rounds, len(probe_examples))
         per_candidate = torch.stack([slots[c % engine.world_size, c // engine.world_size] for c in range(len(multipliers))])
         decision = decide_race(per_candidate, multipliers, config.start_race_significance)
-        if decision.wants_below:
-            # Only a race that would raise pays for the check below the start: replica 0 races it, the rest wait.
-            below = below_multiplier(config.controller_max_factor, len(multipliers))
+        below = below_multiplier(config.controller_max_factor, len(multipliers))
+        below_scores = None
+        if decision.wants_below or config.start_race_lowers:
+            # Only a race that would raise (or may lower) pays for the copy below the start: replica 0 races it, the
+            # rest wait.
             mine_below = race_copy(below) if engine.rank == 0 else torch.zeros(len(probe_examples))
             gathered = gather_rows(mine_below, engine.rank, engine.world_size, device=device, group=engine.group)
-            decision = confirm_with_below(decision, gathered[0], below)
+            below_scores = gathered[0]
+        if decision.wants_below:
+            decision = confirm_with_below(decision, below_scores, below)
+        if config.start_race_lowers and decision.scale == 1.0:
+            start_scores = per_candidate[0]
+            significance = config.start_race_significance
+            decision = decide_lower(decision, start_scores, below_scores, initial_scores, below, significance)
+        decision = replace(decision, initial_probe_loss=float(initial_scores.double().mean()))
     finally:
         put_back()
         for group, lr in zip(optimizer.param_groups, schedule_lrs):

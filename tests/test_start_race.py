@@ -11,6 +11,7 @@ from hdet_hf.start_race import (
     RACE_CANDIDATES,
     below_multiplier,
     confirm_with_below,
+    decide_lower,
     decide_race,
     race_assignment,
     race_multipliers,
@@ -163,6 +164,52 @@ def test_settings_are_validated():
         HDETConfig(auto_lr=True, start_race_steps=10, hsdp_shard_size=2)
     with pytest.raises(ValueError, match="--hdet_start_race_significance must be a finite number >= 0"):
         HDETConfig(auto_lr=True, start_race_steps=10, start_race_significance=-1.0)
+
+
+def test_lowers_only_a_start_that_stalled_against_a_copy_below_that_learned():
+    initial = torch.tensor([2.08, 2.10, 2.05, 2.07, 2.09, 2.06], dtype=torch.float64)
+    # Neither raised: a flat race (the start first).
+    flat = decide_race(losses(*[[x - 0.1 for x in initial.tolist()]] * 2), [1.0, 10.0], 2.0)
+    assert flat.scale == 1.0
+    # The classifier from 3x above (reading 46, c seed 2): the start's copy stalled at the uniform loss, the copy one
+    # step below learned. It lowers, to the copy below's multiplier.
+    stalled = initial - 0.01
+    learned = initial - torch.tensor([0.7, 0.8, 0.75, 0.72, 0.78, 0.74], dtype=torch.float64)
+    lowered = decide_lower(flat, stalled, learned, initial, 0.464, 2.0)
+    assert lowered.lowered and lowered.scale == 0.464
+    assert lowered.initial_probe_loss == pytest.approx(float(initial.mean()))
+    assert lowered.below_probe_loss == pytest.approx(float(learned.mean()))
+    assert lowered.to_dict()["lowered"] is True
+    # A start that got worse than the initial weights, against a copy below that learned a little: lowers.
+    assert decide_lower(flat, initial + 0.3, initial - 0.05 + 0.001 * torch.arange(6), initial, 0.464, 2.0).lowered
+    # The short-horizon bias (a language model at its best LR): the copy below wins by a little, significantly,
+    # but removed less than twice the start's progress. Stays.
+    start = initial - 1.0
+    below = start - torch.tensor([0.05, 0.06, 0.04, 0.05, 0.055, 0.045], dtype=torch.float64)
+    stays = decide_lower(flat, start, below, initial, 0.464, 2.0)
+    assert not stays.lowered and stays.scale == 1.0 and stays.below_probe_loss == pytest.approx(float(below.mean()))
+    # Twice the progress but not significant (noise): stays. A copy below that diverged: stays.
+    noisy = stalled - torch.tensor([1.5, -1.4, 1.6, -1.3, 1.2, -1.5], dtype=torch.float64)
+    assert not decide_lower(flat, stalled, noisy, initial, 0.464, 2.0).lowered
+    assert not decide_lower(flat, stalled, torch.full((6,), math.inf), initial, 0.464, 2.0).lowered
+    # A start whose copy diverged against one below that learned: lowers.
+    assert decide_lower(flat, torch.full((6,), math.nan), learned, initial, 0.464, 2.0).lowered
+    # Only a race that did not raise; shapes must match.
+    raised = decide_race(losses(initial.tolist(), (initial - 0.5).tolist()), [1.0, 10.0], 2.0)
+    assert raised.scale == 10.0
+    with pytest.raises(ValueError, match="did not raise"):
+        decide_lower(raised, stalled, learned, initial, 0.464, 2.0)
+    with pytest.raises(ValueError, match="one shape"):
+        decide_lower(flat, stalled, learned[:3], initial, 0.464, 2.0)
+
+
+def test_lowering_needs_a_race_and_auto_lr():
+    assert not HDETConfig().start_race_lowers
+    assert HDETConfig(auto_lr=True, start_race_lowers=True).start_race_lowers
+    with pytest.raises(ValueError, match="--hdet_auto_lr is off"):
+        HDETConfig(start_race_lowers=True)
+    with pytest.raises(ValueError, match=r"--hdet_start_race_steps is 0 \(no race\)"):
+        HDETConfig(auto_lr=True, start_race_lowers=True, start_race_steps=0)
 
 
 def test_unset_means_the_default_only_where_the_race_can_run():
