@@ -91,3 +91,20 @@ def test_unset_the_race_runs_on_runs_long_enough(tmp_path):
     record = race_record(raced[0])
     assert record["steps"] == 60 and record == race_record(raced[1])
     assert record["scale"] > 1.0  # far below: the default's race raises, as the 8-step one above
+
+
+def test_a_start_that_collapses_is_lowered_one_step_with_start_race_lowers(tmp_path):
+    # At LR 1 the tiny Llama's start copy ends above the initial weights' probe loss (it diverges) while the copy
+    # one step below (x 0.464) learns: the run starts there. Without the flag the same race leaves the start alone.
+    flags = ["--learning_rate", "1.0", "--hdet_start_race_steps", "8"]
+    lowered = run(tmp_path, "lowered", *flags, "--hdet_start_race_lowers", profile=False)
+    record = race_record(lowered[0])
+    assert record == race_record(lowered[1])
+    assert record["lowered"] and record["scale"] == pytest.approx(10 ** (-1 / 3))
+    assert record["probe_losses"][0] > record["initial_probe_loss"] > record["below_probe_loss"]
+    logged = next(h for h in lowered[0]["log_history"] if "hdet/start_race_scale" in h)
+    assert logged["hdet/start_race_probe_loss_initial"] == pytest.approx(record["initial_probe_loss"])
+    kept = run(tmp_path, "kept", *flags, profile=False)
+    assert race_record(kept[0])["scale"] == 1.0 and not race_record(kept[0])["lowered"]
+    assert race_record(kept[0])["below_probe_loss"] is None  # no copy below without the flag (no raise to check)
+    assert lowered[0]["lr_per_step"][0] == pytest.approx([x * record["scale"] for x in kept[0]["lr_per_step"][0]])

@@ -451,6 +451,17 @@ CASES: list[ErrorCase] = [
         match=r"--hdet_start_race_steps sets where the auto-LR controller starts, but --hdet_auto_lr is off",
     ),
     _flags(
+        "--hdet_start_race_lowers",
+        match=r"--hdet_start_race_lowers lets the start race lower the start LR, but --hdet_auto_lr is off",
+    ),
+    _flags(
+        "--hdet_auto_lr",
+        "--hdet_start_race_lowers",
+        "--hdet_start_race_steps",
+        "0",
+        match=r"--hdet_start_race_lowers lets the start race lower the start LR, but --hdet_start_race_steps is 0",
+    ),
+    _flags(
         "--hdet_explore_until",
         "1.5",
         match=r"--hdet_explore_until must be a fraction of the run in \(0, 1\] or an integer step >= 1, but got 1.5",
