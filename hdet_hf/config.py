@@ -427,8 +427,9 @@ class HDETConfig:
             "races a copy one step below the start, and the run starts there when that copy beat the start by "
             "--hdet_start_race_significance paired standard errors and removed at least twice as much probe loss "
             "from the initial weights' as the start's copy did (a start past the edge of stability stalls or "
-            "collapses; a smaller LR's short-horizon edge is small). Costs the race's length once more on replica "
-            "0. Opt-in while it is measured (BENCHMARKS.md, reading 47)."
+            "collapses; a smaller LR's short-horizon edge is small). After a lowering the controller never raises the "
+            "LR above the lowered start. Costs the race's length once more on replica 0. Opt-in while it is "
+            "measured (BENCHMARKS.md, reading 47)."
         },
     )
     start_race_significance: float = field(

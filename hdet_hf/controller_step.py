@@ -9,6 +9,8 @@ defaults add on top of them for the LR.
   the loss's noise, not standardised to full size (`noise_floor`).
 - Floor after the peak (``--hdet_controller_floor_after_peak``): once the schedule decays, no net cut
   (`peak_floor`).
+- Ceiling after a lowering start race (``--hdet_start_race_lowers``): never above the lowered start; it wins over
+  the floor (`race_ceiling`).
 
 The rules themselves are pure (their modules); this mixin only feeds them what the converge gathered.
 """
@@ -63,16 +65,28 @@ class ControllerStep:
             factor = self.line_search.raise_for(report.line_search_optimum, infos[LR]["delta"])
             if factor > 1.0:  # a passed raise (or a tie) at least as large as the line search allows
                 self.registry.clamp_controller(LR, min(report.scale[LR] * factor, self.settings.max_factor))
+        ceiling = self.race_ceiling()
         for name, info in infos.items():
             floor = self.peak_floor.floor(name)
             if floor is not None:
                 self.registry.clamp_controller(name, floor)
+            if ceiling is not None and self.registry.hparams[name].is_lr:
+                self.registry.cap_controller(name, ceiling)
             report.weights = info["weights"]  # identical for every hyperparameter
             report.delta[name] = info["delta"]
             report.velocity[name] = self.controllers[name].velocity
             report.scale[name] = self.controllers[name].scale
         if self.config.converge_weights == "fitness":
             self.fitness.observe(signal, gathered.scored)
+
+    def race_ceiling(self: HDETEngine) -> float | None:
+        """After a start race that lowered the start (``--hdet_start_race_lowers``): the LR factor the controller
+        never goes above, the lowered start. The race saw the configured LR stall or collapse, and the largest LR it
+        saw learn is the one it started at; without the cap the line search's raise took a lowered run (task i,
+        seed 2, reading 47) from 1.4x to 6.6x its best LR in one converge, and it collapsed. Read from the run's record
+        (``extra["start_race"]``), which a checkpoint keeps."""
+        race = self.recorder.record.extra.get("start_race")
+        return float(race["scale"]) if race and race.get("lowered") else None
 
     def _row_noise(self: HDETEngine, gathered: GatheredStats, both: bool) -> list[float | None] | None:
         """Each score row's temperature floor (`noise_floor`): the train loss's noise on its row, none on a

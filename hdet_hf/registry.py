@@ -179,6 +179,12 @@ class HyperparameterRegistry:
         if state.scale < floor:
             self.controllers[name] = ControllerState(scale=floor, velocity=max(state.velocity, 0.0))
 
+    def cap_controller(self, name: str, ceiling: float) -> None:
+        """Lower ``name``'s controller factor to ``ceiling``; an upward velocity is dropped with it."""
+        state = self.controllers[name]
+        if state.scale > ceiling:
+            self.controllers[name] = ControllerState(scale=ceiling, velocity=min(state.velocity, 0.0))
+
     def state_dict(self) -> dict[str, Any]:
         return {
             "generator_state": self.generator.get_state(),

@@ -263,3 +263,26 @@ def test_the_engine_starts_the_controller_at_the_race_scale_and_records_it():
     engine.end_step()
     with pytest.raises(RuntimeError, match="before the first step"):
         engine.start_at_scale(2.0)
+
+
+def test_a_lowered_start_caps_the_controller_there_across_a_resume():
+    engine = _engine()
+    assert engine.race_ceiling() is None  # no race
+    engine.start_at_scale(2.0, race={"scale": 2.0, "lowered": False})
+    assert engine.race_ceiling() is None  # a raise sets no ceiling
+    lowered = _engine()
+    lowered.start_at_scale(0.464, race={"scale": 0.464, "lowered": True})
+    assert lowered.race_ceiling() == 0.464
+    resumed = _engine()
+    resumed.load_state_dict(lowered.state_dict())
+    assert resumed.race_ceiling() == 0.464
+    # The cap: a factor above it comes down with its upward velocity dropped; one below it stays.
+    from hdet_hf.controller import ControllerState
+    from hdet_hf.registry import LR
+
+    resumed.registry.controllers[LR] = ControllerState(scale=1.8, velocity=0.3)
+    resumed.registry.cap_controller(LR, 0.464)
+    assert resumed.registry.controllers[LR] == ControllerState(scale=0.464, velocity=0.0)
+    resumed.registry.controllers[LR] = ControllerState(scale=0.3, velocity=-0.2)
+    resumed.registry.cap_controller(LR, 0.464)
+    assert resumed.registry.controllers[LR] == ControllerState(scale=0.3, velocity=-0.2)
