@@ -26,7 +26,8 @@ reading 45) the three lower copies collapsed to the class prior (probe 1.652, 1.
 the best LR, reached 1.004. A start that is too low improves with each step up in LR; a dip, a rise and a drop is
 something else (a collapse, an instability), and raising there would have started the run at 30x its best LR.
 
-It only ever raises. A race of constant LRs from the initial weights favours small steps (the short-horizon bias,
+By default it only ever raises (`decide_lower`, opt-in, also lowers one step on a start that stalled against the
+copy below it: reading 47). A race of constant LRs from the initial weights favours small steps (the short-horizon bias,
 arXiv 1803.02021): on the from-scratch language models of BENCHMARKS.md it picks 0.1-0.3x the sweep's best LR
 (reading 43), so its pick is a lower bound on the right LR. A race that says "higher than the start" is evidence
 the start is too low; one that says "lower" is what the race says at any LR. Measured in reading 45.
