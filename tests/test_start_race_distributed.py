@@ -64,7 +64,10 @@ def test_a_race_from_far_below_starts_the_run_at_the_winner(tmp_path):
     probe_keys = sorted(k for k in logged[0] if "probe_loss" in k)
     assert probe_keys == ["hdet/start_race_probe_loss_below"] + [
         f"hdet/start_race_probe_loss_candidate{c}" for c in range(4)
-    ]
+    ] + ["hdet/start_race_probe_loss_initial"]
+    # The initial weights' probe loss: what every copy started from, above every raced copy's here (far below).
+    assert logged[0]["hdet/start_race_probe_loss_initial"] == pytest.approx(record["initial_probe_loss"])
+    assert record["initial_probe_loss"] > max(record["probe_losses"])
     probe_keys = [k for k in probe_keys if "candidate" in k]
     assert [logged[0][k] for k in probe_keys] == pytest.approx(record["probe_losses"])
     assert logged[0]["hdet/start_race_probe_loss_below"] == pytest.approx(record["below_probe_loss"])
