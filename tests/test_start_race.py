@@ -286,3 +286,37 @@ def test_a_lowered_start_caps_the_controller_there_across_a_resume():
     resumed.registry.controllers[LR] = ControllerState(scale=0.3, velocity=-0.2)
     resumed.registry.cap_controller(LR, 0.464)
     assert resumed.registry.controllers[LR] == ControllerState(scale=0.3, velocity=-0.2)
+
+
+def test_the_controller_step_holds_a_lowered_run_at_its_start_whatever_the_vote(monkeypatch):
+    """`_move_controllers` applies the ceiling: a vote (or the line search) that would raise a lowered run's LR
+    above the lowered start is cut back to it at that converge, in the registry and in the converge's report."""
+    from types import SimpleNamespace
+
+    from hdet_hf.controller import ControllerState
+    from hdet_hf.registry import LR
+    from hdet_hf.run_record import ConvergeReport
+
+    def move(engine, vote_to: float) -> ConvergeReport:
+        def vote(names, *args, **kwargs):  # the registry's vote, replaced by a raise to ``vote_to``
+            engine.registry.controllers[LR] = ControllerState(scale=vote_to, velocity=0.5)
+            return {LR: {"weights": [1.0], "delta": math.log(vote_to), "raw_delta": math.log(vote_to)}}
+
+        monkeypatch.setattr(engine.registry, "update_controllers", vote)
+        monkeypatch.setattr(engine, "_row_noise", lambda gathered, both: None)
+        monkeypatch.setattr(engine, "_line_search_optimum", lambda gathered: None)
+        scores = torch.tensor([1.0], dtype=torch.float64)
+        gathered = SimpleNamespace(losses=scores, signals=scores, scored=torch.tensor([True]), multipliers={LR: [1.0]})
+        report = ConvergeReport(step=2, regular=True, base={LR: 0.1}, multipliers={LR: [1.0]}, losses=[1.0])
+        report.scale = {LR: engine.registry.controllers[LR].scale}
+        engine._move_controllers(gathered, report, {LR: 0.1})
+        return report
+
+    lowered = _engine()
+    lowered.start_at_scale(0.464, race={"scale": 0.464, "lowered": True})
+    report = move(lowered, 3.0)
+    assert report.scale[LR] == 0.464 and lowered.registry.controllers[LR] == ControllerState(0.464, 0.0)
+    # The same vote on a run whose race raised (no ceiling) moves it.
+    raised = _engine()
+    raised.start_at_scale(2.0, race={"scale": 2.0, "lowered": False})
+    assert move(raised, 3.0).scale[LR] == 3.0
