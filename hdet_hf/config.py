@@ -411,26 +411,29 @@ class HDETConfig:
             "scaling), and score each copy on the probe batch. The run keeps its initial weights and starts the "
             "controller at the winner's multiplier when every larger LR beat the start, the probe loss fell with "
             "each step up in LR to the winner, the winner beat the start by --hdet_start_race_significance "
-            "paired standard errors, and a copy one step below the start (x 0.464, raced by replica 0 only then) "
-            "did worse than the start. It only raises (unless --hdet_start_race_lowers): a race from the initial "
-            "weights favours small steps "
-            "(BENCHMARKS.md, readings 43, 45 and 46). Costs ceil(4 / N) x this many extra steps per replica at the "
-            "start (N replicas), and as many more on replica 0 when it raises. Unset (default): "
+            "paired standard errors, and a copy one step below the start (x 0.464) did worse than the start; "
+            "when it does not raise, it may lower the start one step (--hdet_start_race_lowers). A race from the "
+            "initial weights favours small steps, so it raises only on that evidence and lowers only on a start "
+            "that stalled (BENCHMARKS.md, readings 43, 45-48). Costs ceil(5 / N) x this many extra steps per "
+            "replica at the start (N replicas; ceil(4 / N), plus as many on replica 0 when it raises, with "
+            "--hdet_start_race_lowers false). Unset (default): "
             f"{DEFAULT_START_RACE_STEPS} steps where the race can run (--hdet_auto_lr, whole replicas, 2+ processes, "
             f"a sized train set) on runs of at least {2 * DEFAULT_START_RACE_STEPS} steps, else none; a number races "
             "that long (an error where it cannot); 0: no race."
         },
     )
-    start_race_lowers: bool = field(
-        default=False,
+    start_race_lowers: bool | None = field(
+        default=None,
         metadata={
-            "help": "Let the start race also lower the start LR one step (x 0.464) when it did not raise: replica 0 "
-            "races a copy one step below the start, and the run starts there when that copy beat the start by "
+            "help": "Whether the start race may also lower the start LR one step (x 0.464) when it did not raise: "
+            "a copy one step below the start is raced too (by replica 0, or by an idle replica when the process "
+            "count leaves one), and the run starts there when that copy beat the start by "
             "--hdet_start_race_significance paired standard errors and removed at least twice as much probe loss "
             "from the initial weights' as the start's copy did (a start past the edge of stability stalls or "
             "collapses; a smaller LR's short-horizon edge is small). After a lowering the controller never raises the "
-            "LR above the lowered start. Costs the race's length once more on replica 0. Opt-in while it is "
-            "measured (BENCHMARKS.md, reading 47)."
+            "LR above the lowered start. Unset (default): wherever the race runs; false: the race only raises; true: "
+            "as unset, and an error where no race can run. Costs one more race copy: ceil(5 / N) instead of "
+            "ceil(4 / N) x the race's steps per replica (BENCHMARKS.md, readings 47 and 48)."
         },
     )
     start_race_significance: float = field(
@@ -775,9 +778,18 @@ class HDETConfig:
                 f"{_flag('start_race_steps')} sets where the auto-LR controller starts, but {_flag('auto_lr')} is "
                 f"off. Add {_flag('auto_lr')}, or drop {_flag('start_race_steps')}."
             )
-        if self.start_race_lowers and (self.start_race_steps == 0 or not self.auto_lr):
-            why = f"{_flag('start_race_steps')} is 0 (no race)" if self.auto_lr else f"{_flag('auto_lr')} is off"
-            fix = f"leave {_flag('start_race_steps')} unset" if self.auto_lr else f"add {_flag('auto_lr')}"
+        # Unset lowers wherever the race runs; set to true it must have a race to lower through.
+        if self.start_race_lowers and (self.start_race_steps == 0 or not self.auto_lr or self.hsdp_shard_size > 0):
+            why, fix = (
+                (f"{_flag('auto_lr')} is off", f"add {_flag('auto_lr')}")
+                if not self.auto_lr
+                else (f"{_flag('start_race_steps')} is 0 (no race)", f"leave {_flag('start_race_steps')} unset")
+                if self.start_race_steps == 0
+                else (
+                    f"{_flag('hsdp_shard_size')} shards the replicas (no race)",
+                    f"drop {_flag('hsdp_shard_size')}",
+                )
+            )
             raise ValueError(
                 f"{_flag('start_race_lowers')} lets the start race lower the start LR, but {why}. Drop "
                 f"{_flag('start_race_lowers')}, or {fix}."

@@ -73,6 +73,12 @@ def race_steps(trainer: HDETTrainerMixin, max_steps: int) -> int:
         max_steps=max_steps,
         sized_train_set=hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__"),
     )
+    if config.start_race_steps is None and not steps and config.start_race_lowers:
+        raise ValueError(
+            f"--hdet_start_race_lowers true lowers the start through the start race, but this run has none "
+            f"({why_not}). Drop --hdet_start_race_lowers (unset, it lowers wherever the race runs), or set "
+            "--hdet_start_race_steps to race anyway."
+        )
     if config.start_race_steps is None and not steps and config.auto_lr and trainer.is_world_process_zero():
         logger.info("HDET: no start race (unset --hdet_start_race_steps races only where it can): %s.", why_not)
     return steps
@@ -90,8 +96,14 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
         logger.warning("HDET: --hdet_start_race_steps needs two or more replicas; this run has one, no race.")
         return None
     multipliers = race_multipliers(config.controller_max_factor)
-    mine = race_assignment(engine.rank, engine.world_size, len(multipliers))
-    rounds = math.ceil(len(multipliers) / engine.world_size)
+    below = below_multiplier(config.controller_max_factor, len(multipliers))
+    # Unset --hdet_start_race_lowers lowers wherever the race runs. A race that may lower always needs the copy
+    # below the start, so it is raced as one more candidate (the last): in an idle slot where the process count
+    # leaves one (3, 5-7, 8+ processes), else in a round of its own on replica 0.
+    lowers = config.start_race_lowers is not False
+    copies = [*multipliers, below] if lowers else multipliers
+    mine = race_assignment(engine.rank, engine.world_size, len(copies))
+    rounds = math.ceil(len(copies) / engine.world_size)
     model = trainer.accelerator.unwrap_model(trainer.model)
     optimizer = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
     if any(len(state) for state in optimizer.state.values()):
@@ -160,22 +172,22 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
         # zeros. Candidate c is raced by replica c % N in round c // N.
         row = torch.zeros(rounds, len(probe_examples))
         for slot, candidate in enumerate(mine):
-            row[slot] = race_copy(multipliers[candidate])
+            row[slot] = race_copy(copies[candidate])
         gathered = gather_rows(row.flatten(), engine.rank, engine.world_size, device=device, group=engine.group)
         slots = gathered.view(engine.world_size, rounds, len(probe_examples))
-        per_candidate = torch.stack([slots[c % engine.world_size, c // engine.world_size] for c in range(len(multipliers))])
+        raced = torch.stack([slots[c % engine.world_size, c // engine.world_size] for c in range(len(copies))])
+        per_candidate = raced[: len(multipliers)]
         decision = decide_race(per_candidate, multipliers, config.start_race_significance)
-        below = below_multiplier(config.controller_max_factor, len(multipliers))
-        below_scores = None
-        if decision.wants_below or config.start_race_lowers:
-            # Only a race that would raise (or may lower) pays for the copy below the start: replica 0 races it, the
-            # rest wait.
+        below_scores = raced[len(multipliers)] if lowers else None
+        if decision.wants_below and below_scores is None:
+            # A race that only raises pays for the copy below the start only when the rest would raise: replica 0
+            # races it, the rest wait.
             mine_below = race_copy(below) if engine.rank == 0 else torch.zeros(len(probe_examples))
             gathered = gather_rows(mine_below, engine.rank, engine.world_size, device=device, group=engine.group)
             below_scores = gathered[0]
         if decision.wants_below:
             decision = confirm_with_below(decision, below_scores, below)
-        if config.start_race_lowers and decision.scale == 1.0:
+        if lowers and decision.scale == 1.0:
             start_scores = per_candidate[0]
             significance = config.start_race_significance
             decision = decide_lower(decision, start_scores, below_scores, initial_scores, below, significance)

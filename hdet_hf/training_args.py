@@ -46,9 +46,14 @@ def _config_fields(config: type) -> dict[str, dataclasses.Field]:
 
 def _copy_field(source: dataclasses.Field) -> Any:
     # A new Field each time: dataclasses writes the owner's name into a Field, so two classes cannot share one.
+    metadata = dict(source.metadata)
+    if source.type in ("bool | None", bool | None) and source.default is None:
+        # HfArgumentParser makes a `bool | None` flag take a value (`--flag true`, as transformers' --tf32); the
+        # metadata's argparse settings let the bare flag mean true as it does for a plain bool.
+        metadata.update(nargs="?", const=True)
     if source.default_factory is not dataclasses.MISSING:
-        return dataclasses.field(default_factory=source.default_factory, metadata=dict(source.metadata))
-    return dataclasses.field(default=source.default, metadata=dict(source.metadata))
+        return dataclasses.field(default_factory=source.default_factory, metadata=metadata)
+    return dataclasses.field(default=source.default, metadata=metadata)
 
 
 def hdet_field(name: str, config: type = HDETConfig) -> Any:
@@ -111,7 +116,7 @@ class HDETTrainingArguments(TrainingArguments):
     hdet_controller_line_search_until_bend: bool = hdet_field("controller_line_search_until_bend")
     hdet_controller_max_factor: float = hdet_field("controller_max_factor")
     hdet_start_race_steps: int | None = hdet_field("start_race_steps")
-    hdet_start_race_lowers: bool = hdet_field("start_race_lowers")
+    hdet_start_race_lowers: bool | None = hdet_field("start_race_lowers")
     hdet_start_race_significance: float = hdet_field("start_race_significance")
     hdet_lr_groups: bool = hdet_field("lr_groups")
     hdet_weight_decay_spread: float = hdet_field("weight_decay_spread")

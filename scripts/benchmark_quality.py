@@ -893,7 +893,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
         if hdet is not None:
             # A row races only where its name says so (`_race<K>`): the rows recorded before the race became the
             # default (session 42) keep their meaning.
-            hdet = {"start_race_steps": 0, **hdet}
+            hdet = {"start_race_steps": 0, "start_race_lowers": False, **hdet}
             targs.update(hdet=True, **{f"hdet_{k}": v for k, v in hdet.items()})
             trainer_cls = HDETTrainer
         else:

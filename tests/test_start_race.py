@@ -203,13 +203,40 @@ def test_lowers_only_a_start_that_stalled_against_a_copy_below_that_learned():
         decide_lower(flat, stalled, learned[:3], initial, 0.464, 2.0)
 
 
-def test_lowering_needs_a_race_and_auto_lr():
-    assert not HDETConfig().start_race_lowers
+def test_lowering_is_the_default_and_set_to_true_needs_a_race():
+    # Unset (the default) lowers wherever the race runs and is valid everywhere, as is false (raise only).
+    assert HDETConfig().start_race_lowers is None
+    assert HDETConfig(start_race_steps=0, start_race_lowers=False).start_race_lowers is False
     assert HDETConfig(auto_lr=True, start_race_lowers=True).start_race_lowers
     with pytest.raises(ValueError, match="--hdet_auto_lr is off"):
         HDETConfig(start_race_lowers=True)
     with pytest.raises(ValueError, match=r"--hdet_start_race_steps is 0 \(no race\)"):
         HDETConfig(auto_lr=True, start_race_lowers=True, start_race_steps=0)
+    with pytest.raises(ValueError, match=r"--hdet_hsdp_shard_size shards the replicas \(no race\)"):
+        HDETConfig(auto_lr=True, start_race_lowers=True, hsdp_shard_size=2)
+    with pytest.raises(ValueError, match="must be true or false"):
+        HDETConfig(auto_lr=True, start_race_lowers="yes")
+
+
+def test_lowering_set_to_true_on_a_run_the_default_race_skips_is_an_error():
+    from types import SimpleNamespace
+
+    from hdet_hf.trainer_race import race_steps
+
+    def trainer(lowers, max_steps_ok=True):
+        config = HDETConfig(auto_lr=True, start_race_lowers=lowers)
+        return SimpleNamespace(
+            args=SimpleNamespace(hdet_config=config),
+            train_dataset=list(range(10)),
+            hdet_engine=SimpleNamespace(world_size=2),
+            is_world_process_zero=lambda: True,
+        )
+
+    assert race_steps(trainer(None), 120) == DEFAULT_START_RACE_STEPS
+    assert race_steps(trainer(None), 60) == 0  # the unset default: quietly no race (and nothing to lower)
+    assert race_steps(trainer(False), 60) == 0
+    with pytest.raises(ValueError, match=r"this run has none \(the run has fewer than 120 steps\)"):
+        race_steps(trainer(True), 60)
 
 
 def test_unset_means_the_default_only_where_the_race_can_run():

@@ -96,18 +96,22 @@ def test_unset_the_race_runs_on_runs_long_enough(tmp_path):
     assert record["scale"] > 1.0  # far below: the default's race raises, as the 8-step one above
 
 
-def test_a_start_that_collapses_is_lowered_one_step_with_start_race_lowers(tmp_path):
+def test_a_start_that_collapses_is_lowered_one_step_by_default(tmp_path):
     # At LR 1 the tiny Llama's start copy ends above the initial weights' probe loss (it diverges) while the copy
-    # one step below (x 0.464) learns: the run starts there. Without the flag the same race leaves the start alone.
+    # one step below (x 0.464) learns: the run starts there (unset --hdet_start_race_lowers). With
+    # --hdet_start_race_lowers false the same race leaves the start alone.
     flags = ["--learning_rate", "1.0", "--hdet_start_race_steps", "8"]
-    lowered = run(tmp_path, "lowered", *flags, "--hdet_start_race_lowers", profile=False)
+    lowered = run(tmp_path, "lowered", *flags)
     record = race_record(lowered[0])
     assert record == race_record(lowered[1])
     assert record["lowered"] and record["scale"] == pytest.approx(10 ** (-1 / 3))
     assert record["probe_losses"][0] > record["initial_probe_loss"] > record["below_probe_loss"]
+    # The copy below is raced with the candidates (5 copies, 3 rounds on 2 replicas): still one collective.
+    for rank in lowered:
+        assert rank["race_collectives"] == {"gloo:all_reduce": 1}, rank["race_collectives"]
     logged = next(h for h in lowered[0]["log_history"] if "hdet/start_race_scale" in h)
     assert logged["hdet/start_race_probe_loss_initial"] == pytest.approx(record["initial_probe_loss"])
-    kept = run(tmp_path, "kept", *flags, profile=False)
+    kept = run(tmp_path, "kept", *flags, "--hdet_start_race_lowers", "false", profile=False)
     assert race_record(kept[0])["scale"] == 1.0 and not race_record(kept[0])["lowered"]
-    assert race_record(kept[0])["below_probe_loss"] is None  # no copy below without the flag (no raise to check)
+    assert race_record(kept[0])["below_probe_loss"] is None  # raise only: no copy below when it does not raise
     assert lowered[0]["lr_per_step"][0] == pytest.approx([x * record["scale"] for x in kept[0]["lr_per_step"][0]])

@@ -47,7 +47,9 @@ def test_declared_types_defaults_and_help_are_the_config_fields():
         flag = declared[f"hdet_{f.name}"]
         assert declared_types[flag.name] == config_types[f.name], flag.name
         assert flag.default == f.default, flag.name
-        assert dict(flag.metadata) == dict(f.metadata), flag.name  # help text and choices: one source
+        # Help text and choices: one source (a `bool | None` flag adds the argparse settings of a bare flag).
+        added = {"nargs": "?", "const": True} if config_types[f.name] == bool | None else {}
+        assert dict(flag.metadata) == {**f.metadata, **added}, flag.name
 
 
 def test_other_bases_get_the_same_typed_fields():
@@ -103,3 +105,16 @@ def test_an_optional_flag_parses_to_none_or_its_value(make_class):
     assert (unset.hdet_probe_every, given.hdet_probe_every) == (None, 5)
     help_text = {a.dest: a.help for a in parser._actions}["hdet_probe_every"]
     assert help_text == "Score the probe every N converges; unset: every converge."
+
+
+@pytest.mark.parametrize("base", [TrainingArguments, Seq2SeqTrainingArguments])
+def test_an_optional_switch_takes_the_bare_flag_true_false_or_nothing(base):
+    # `--hdet_start_race_lowers` is `bool | None` (unset: the default's behaviour); HfArgumentParser alone would
+    # make it take a value, as transformers' own --tf32 does.
+    cls = HDETTrainingArguments if base is TrainingArguments else with_hdet_arguments(base)
+    parser = HfArgumentParser(cls)
+    common = ["--output_dir", "out", "--hdet", "--hdet_auto_lr"]
+    for flags, value in [([], None), (["--hdet_start_race_lowers"], True), (["--hdet_start_race_lowers", "false"], False),
+                         (["--hdet_start_race_lowers", "true"], True)]:  # fmt: skip
+        (args,) = parser.parse_args_into_dataclasses([*common, *flags])
+        assert args.hdet_start_race_lowers is value and args.hdet_config.start_race_lowers is value, flags
