@@ -135,6 +135,11 @@ class HDETAccelerate:
                 "HDETConfig(start_race_steps=...) is HDETTrainer-only: a custom loop owns its batches. Drop it "
                 "with HDETAccelerate (start_race_steps=0)."
             )
+        if self.config.start_race_lowers:
+            raise ValueError(
+                "HDETConfig(start_race_lowers=True) lowers through the start race, which is HDETTrainer-only. Drop "
+                "it with HDETAccelerate."
+            )
         check_no_accelerate_sharding(self.accelerator, hsdp=bool(self.config.hsdp_shard_size))
         if self.config.hsdp_shard_size:
             # HSDP: HDET builds the 2-D mesh and shards the model itself (Accelerate's FSDP plugin cannot run on

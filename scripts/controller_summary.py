@@ -41,13 +41,18 @@ TASKS = (
 # (benchmarks/controller_start_race/decisions.md), and a race that does not raise leaves the run the default's bit
 # for bit, so there the tables above stand.
 RACE_STARTS = ("low",)
+# Since session 43 the race also lowers (`--hdet_start_race_lowers` unset). It fired only on the classifiers from 3x
+# above (benchmarks/controller_start_race/lower_default.md), so only tasks with a `<table>_lower.md`
+# (`lower_tables.sh`) take their 3x-above row from it; a race that neither raises nor lowers leaves the run the
+# default's bit for bit.
+LOWER_STARTS = ("high",)
 
 
-def race_table(name: str) -> str:
+def race_table(name: str, kind: str = "race") -> str:
     """The start race's table beside a default table: ``a.md`` -> ``a_race.md``, ``a_procs2_cut.md`` ->
-    ``a_procs2_race.md``."""
+    ``a_procs2_race.md`` (``kind`` "lower": ``a_lower.md``, ``a_procs2_lower.md``)."""
     stem = name.removesuffix(".md").removesuffix("_cut")
-    return f"{stem}_race.md"
+    return f"{stem}_{kind}.md"
 
 
 BEGIN, END = "<!-- controller_summary: begin -->", "<!-- controller_summary: end -->"
@@ -81,6 +86,9 @@ def summary_table(folder: Path = TABLES) -> str:
             cells = start_cells(folder / name)
             raced = start_cells(folder / race_table(name), RACE_STARTS)
             cells.update({start: raced[start] for start in RACE_STARTS})
+            if (folder / race_table(name, "lower")).exists():
+                lowered = start_cells(folder / race_table(name, "lower"), LOWER_STARTS)
+                cells.update({start: lowered[start] for start in LOWER_STARTS})
             seeds = "/".join(str(sum(c not in ("-", "") for c in cells[s][1:-4])) for s in STARTS)
             means = [cells[s][-4].split(" ")[0] for s in STARTS]
             ddp = [cells[s][-2].split(" ")[0] for s in ("low", "high")]

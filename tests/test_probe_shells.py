@@ -95,6 +95,14 @@ def test_accelerate_api_refuses_the_start_race_before_preparing():
     with pytest.raises(ValueError, match=r"start_race_steps=\.\.\.\) is HDETTrainer-only"):
         hdet.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), probe_fn=lambda: 0.0)
     assert hdet.engine is None  # refused before anything was prepared
+    # Asking for the race's lowering is refused alike (unset, the default, races and lowers only in HDETTrainer).
+    config = HDETConfig(auto_lr=True, start_race_lowers=True, sync_interval=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hdet = HDETAccelerate(accelerator, config, total_steps=8)
+    with pytest.raises(ValueError, match=r"start_race_lowers=True\) lowers through the start race"):
+        hdet.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), probe_fn=lambda: 0.0)
+    assert hdet.engine is None
 
 
 def test_drop_in_scheduler_takes_the_sync_interval_as_a_fraction_of_the_run():
