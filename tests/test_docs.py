@@ -56,6 +56,36 @@ def test_controller_summary_reads_a_start_without_ddp(tmp_path):
     assert a_row.endswith(" / - |")
 
 
+def test_controller_summary_takes_the_3x_above_row_from_a_lowering_table(tmp_path):
+    """Where `<table>_lower.md` sits beside a task's table (the race's lowering, session 43), the summary's 3x-above
+    cell is that table's; elsewhere the task's own."""
+    import shutil
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import controller_summary
+
+    folder = tmp_path / "tables"
+    shutil.copytree(ROOT / "benchmarks" / "controller_default", folder)
+    (folder / "c_lower.md").unlink(missing_ok=True)
+
+    def c_row() -> list[str]:
+        line = next(
+            line
+            for line in controller_summary.summary_table(folder).splitlines()
+            if line.startswith("| c: ") and "| 4 |" in line
+        )
+        return [cell.strip() for cell in line.strip("|").split("|")]
+
+    own = c_row()
+    high = next(line for line in (folder / "c.md").read_text().splitlines() if line.startswith("| high ("))
+    assert own[5] == high.split("|")[-5].split()[0]  # the table's own mean
+    cells = high.split("|")
+    cells[-5] = " 0.123 (0.004) "
+    (folder / "c_lower.md").write_text((folder / "c.md").read_text().replace(high, "|".join(cells)))
+    lowered = c_row()
+    assert lowered[5] == "0.123" and lowered[:5] == own[:5]  # only the 3x-above cell changes
+
+
 def test_readme_test_command_is_what_ci_runs():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()

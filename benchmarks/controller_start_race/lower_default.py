@@ -5,7 +5,8 @@ decision the lowering rule took where it must not fire.
 
 `--collect` first copies the scratch folders of `queue_session43.sh` into this folder (full 2-process rows from
 /tmp/race43l2 -> `lower_procs2/<task><seed>.jsonl`; race-only decisions from /tmp/ro43l and /tmp/ro43l2 ->
-`race_only/lower43_<task><seed>.jsonl` and `race_only/lower43p2_<task><seed>.jsonl`). Full rows are ratios to the
+`race_only/lower43_<task><seed>.jsonl` and `race_only/lower43p2_<task><seed>.jsonl`; the raise-only runs from
+/tmp/race43r2 -> `raise_only_procs2/`, task i seed 0 at 4 processes from /tmp/race43l4 -> `lower/i0.jsonl`). Full rows are ratios to the
 seed folder's DDP at the best LR (`cuthalf_<task>_procs2*`), next to the 2-process default's row in that folder
 (`..._cut0.5_high`: the race did not raise there) and DDP at the start LR. The decisions of session 42 (4 processes,
 `lower.md`) are counted with these.
@@ -23,7 +24,8 @@ BEST = {"a": 0.01, "b": 0.01, "bp": 0.03, "d": 0.003, "e": 0.01, "f": 0.01, "h":
 ROW2 = "shared_both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_cut0.5"
 # (scratch folder, the folder here, the file name's prefix)
 SCRATCH = [("/tmp/race43l2", "lower_procs2", ""), ("/tmp/ro43l", "race_only", "lower43_"),
-           ("/tmp/ro43l2", "race_only", "lower43p2_")]  # fmt: skip
+           ("/tmp/ro43l2", "race_only", "lower43p2_"), ("/tmp/race43r2", "raise_only_procs2", ""),
+           ("/tmp/race43l4", "lower", "")]  # fmt: skip
 
 
 def rows(path: Path) -> dict[str, dict]:
@@ -43,6 +45,10 @@ def ddp_at(found: dict[str, dict], lr: float) -> float | None:
     return next((r["eval_loss"] for r in found.values() if r["kind"] == "ddp" and math.isclose(r["start_lr"], lr, rel_tol=1e-6)), None)
 
 
+def cell(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.3f}"
+
+
 def progress_ratio(race: dict) -> float:
     """How much probe loss the copy below removed from the initial weights', per unit the start's copy removed."""
     removed = race["initial_probe_loss"] - race["probe_losses"][0]
@@ -53,8 +59,8 @@ def progress_ratio(race: dict) -> float:
 def full_rows() -> None:
     print("## From 3x above, 2 processes (ratio to the sweep's best)\n")
     print("| task, seed | initial / start / below probe loss | lowered | with the lowering (final LR / best) | "
-          "2-process default | DDP at the start LR |")
-    print("|---|---|---|---|---|---|")
+          "raising only, today's library | 2-process default as recorded (session 30) | DDP at the start LR |")
+    print("|---|---|---|---|---|---|---|")
     means: dict[str, list[list[float]]] = {}
     for task in ("c", "g", "i"):
         for seed in range(3):
@@ -68,12 +74,17 @@ def full_rows() -> None:
             race = row["start_race"]
             decision = f"{race['initial_probe_loss']:.3f} / {race['probe_losses'][0]:.3f} / {race['below_probe_loss']:.3f}"
             ratio = row["eval_loss"] / best
+            # A race that did not lower (nor raise) leaves the run the raise-only default's, bit for bit.
+            raising = rows(HERE / "raise_only_procs2" / f"{task}{seed}.jsonl").get(f"{ROW2}_race60_high")
+            raising = raising["eval_loss"] / best if raising else (ratio if not race["lowered"] else math.nan)
             print(f"| {task} {seed} | {decision} | {'yes' if race['lowered'] else 'no'} | {ratio:.3f} "
-                  f"({row['final_lr'] / BEST[task]:.2f}) | {default:.3f} | {at_start / best:.3f} |")
-            means.setdefault(task, []).append([ratio, default, at_start / best])
-    print("\n| task | seeds | with the lowering | 2-process default | DDP at the start LR |\n|---|---|---|---|---|")
+                  f"({row['final_lr'] / BEST[task]:.2f}) | {cell(raising)}{'' if race['lowered'] else ' (the same run)'} | "
+                  f"{default:.3f} | {at_start / best:.3f} |")
+            means.setdefault(task, []).append([ratio, raising, default, at_start / best])
+    print("\n| task | seeds | with the lowering | raising only, today's library | 2-process default as recorded | "
+          "DDP at the start LR |\n|---|---|---|---|---|---|")
     for task, got in means.items():
-        print(f"| {task} | {len(got)} | " + " | ".join(f"{statistics.fmean(c):.3f}" for c in zip(*got)) + " |")
+        print(f"| {task} | {len(got)} | " + " | ".join(cell(statistics.fmean(c)) for c in zip(*got)) + " |")
 
 
 def decisions() -> None:
