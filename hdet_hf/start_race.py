@@ -7,8 +7,9 @@ weights on the same batches, and scores each copy on the same probe examples. So
 how many processes run it. The run keeps its initial weights and starts the base LR at the winner's multiplier
 when (1) every larger LR beat the start (the start came last), (2) the probe loss fell with each step up in LR from
 the start to the winner, (3) the winner beat the start by ``significance`` paired standard errors over the
-probe's examples, and (4) a fifth copy one step below the start (``start / max_factor ** (1 / 3)``, raced only when
-(1)-(3) hold) did worse than the start; otherwise at 1 (the race changed nothing).
+probe's examples, and (4) a fifth copy one step below the start (``start / max_factor ** (1 / 3)``; raced with the
+candidates by default, only when (1)-(3) hold with ``--hdet_start_race_lowers false``) did worse than the start;
+otherwise one step lower when `decide_lower` says so, else at 1 (the race changed nothing).
 
 Why the start must come last: the standard error over the probe's examples measures the probe's noise, not the
 race's. At or above the right LR a from-scratch language model's candidates sit on a noisy plateau where one of
@@ -26,8 +27,8 @@ reading 45) the three lower copies collapsed to the class prior (probe 1.652, 1.
 the best LR, reached 1.004. A start that is too low improves with each step up in LR; a dip, a rise and a drop is
 something else (a collapse, an instability), and raising there would have started the run at 30x its best LR.
 
-By default it only ever raises (`decide_lower`, opt-in, also lowers one step on a start that stalled against the
-copy below it: reading 47). A race of constant LRs from the initial weights favours small steps (the short-horizon bias,
+It raises on the evidence above and lowers only one step, on a start that stalled against the copy below it
+(`decide_lower`, the default since session 43: readings 47-48). A race of constant LRs from the initial weights favours small steps (the short-horizon bias,
 arXiv 1803.02021): on the from-scratch language models of BENCHMARKS.md it picks 0.1-0.3x the sweep's best LR
 (reading 43), so its pick is a lower bound on the right LR. A race that says "higher than the start" is evidence
 the start is too low; one that says "lower" is what the race says at any LR. Measured in reading 45.
@@ -125,7 +126,7 @@ class RaceDecision:
     below_multiplier: float | None = None
     below_probe_loss: float | None = None
     # The initial weights' mean probe loss (what every copy started from), and whether the run starts one step below
-    # the start because the start's copy made no real progress from there (`decide_lower`; opt-in).
+    # the start because the start's copy made no real progress from there (`decide_lower`).
     initial_probe_loss: float | None = None
     lowered: bool = False
 
