@@ -8,6 +8,7 @@ exactly as it would have been without it.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from dataclasses import replace
@@ -32,6 +33,10 @@ if TYPE_CHECKING:
     from .trainer import HDETTrainerMixin
 
 logger = logging.getLogger(__name__)
+
+# Trainer attributes that a compute_loss may add to at every call (TRL's SFT, DPO and GRPO trainers keep their logged
+# metrics in `_metrics`, SFT its token count in `_total_train_tokens`): the race puts them back as it found them.
+LOSS_BOOKKEEPING = ("_metrics", "_total_train_tokens")
 
 __all__ = ["race_steps", "run_start_race"]
 
@@ -163,6 +168,9 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
         ).float().cpu()
 
     device = next(model.parameters()).device
+    # A Trainer's compute_loss may keep running totals on the trainer (TRL's trainers: `_metrics`, logged at the next
+    # log step, and `_total_train_tokens`); the race's steps are not the run's, so they are put back with the weights.
+    bookkeeping = {name: copy.deepcopy(getattr(trainer, name)) for name in LOSS_BOOKKEEPING if hasattr(trainer, name)}
     # The initial weights' probe losses, before any copy trains (eval mode: no random draws; put_back() restores the
     # random streams before every copy all the same).
     initial_scores = score()
@@ -171,8 +179,14 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
         # Each candidate's per-example probe losses in its round's slot; a replica with fewer candidates leaves
         # zeros. Candidate c is raced by replica c % N in round c // N.
         row = torch.zeros(rounds, len(probe_examples))
-        for slot, candidate in enumerate(mine):
-            row[slot] = race_copy(copies[candidate])
+        for slot in range(rounds):
+            if slot < len(mine):
+                row[slot] = race_copy(copies[mine[slot]])
+            else:
+                # An idle slot races a copy that is thrown away: a Trainer's compute_loss may run collectives at
+                # every call (TRL's SFTTrainer gathers token counts and accuracy across processes), so every rank
+                # must train and score as often as the others, or the race hangs.
+                race_copy(copies[0])
         gathered = gather_rows(row.flatten(), engine.rank, engine.world_size, device=device, group=engine.group)
         slots = gathered.view(engine.world_size, rounds, len(probe_examples))
         raced = torch.stack([slots[c % engine.world_size, c // engine.world_size] for c in range(len(copies))])
@@ -180,9 +194,9 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
         decision = decide_race(per_candidate, multipliers, config.start_race_significance)
         below_scores = raced[len(multipliers)] if lowers else None
         if decision.wants_below and below_scores is None:
-            # A race that only raises pays for the copy below the start only when the rest would raise: replica 0
-            # races it, the rest wait.
-            mine_below = race_copy(below) if engine.rank == 0 else torch.zeros(len(probe_examples))
+            # A race that only raises pays for the copy below the start only when the rest would raise. Every
+            # replica races it (compute_loss may run collectives, as above); replica 0's scores decide for all.
+            mine_below = race_copy(below) if engine.rank == 0 else race_copy(below).zero_()
             gathered = gather_rows(mine_below, engine.rank, engine.world_size, device=device, group=engine.group)
             below_scores = gathered[0]
         if decision.wants_below:
@@ -197,6 +211,8 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
         for group, lr in zip(optimizer.param_groups, schedule_lrs):
             group["lr"] = lr
         model.train(was_training)
+        for name, value in bookkeeping.items():
+            setattr(trainer, name, value)
     engine.start_at_scale(decision.scale, race={**decision.to_dict(), "steps": steps})
     if trainer.is_world_process_zero():
         below_note = (

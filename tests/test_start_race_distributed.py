@@ -115,3 +115,21 @@ def test_a_start_that_collapses_is_lowered_one_step_by_default(tmp_path):
     assert race_record(kept[0])["scale"] == 1.0 and not race_record(kept[0])["lowered"]
     assert race_record(kept[0])["below_probe_loss"] is None  # raise only: no copy below when it does not raise
     assert lowered[0]["lr_per_step"][0] == pytest.approx([x * record["scale"] for x in kept[0]["lr_per_step"][0]])
+
+
+def test_a_race_through_a_compute_loss_that_gathers_runs_in_step_and_leaves_its_totals(tmp_path):
+    # TRL's SFTTrainer gathers across processes in every compute_loss call. 5 copies on 2 replicas leave replica 1 a
+    # third round with no copy of its own, and a raise-only race that would raise races the copy below the start
+    # alone: every replica must train and score as often as the others, or the race hangs (it did, on TRL's SFT
+    # script, before session 43's fix). The race's calls must not stay in the trainer's running totals either.
+    flags = ["--hdet_start_race_steps", "3", "--gathering_loss"]
+    lowering = run(tmp_path, "lowering", "--learning_rate", "1e-2", *flags, profile=False)
+    raising = run(tmp_path, "raising", "--learning_rate", "1e-4", *flags, "--hdet_start_race_lowers", "false",
+                  profile=False)  # fmt: skip
+    for ranks in (lowering, raising):
+        record = race_record(ranks[0])
+        assert record == race_record(ranks[1]) and record["below_probe_loss"] is not None
+        for rank in ranks:
+            # The 6 training steps' calls only, each gathering 1 from each of 2 processes.
+            assert rank["train_loss_calls"] == [2] * 6 and rank["total_train_tokens"] == 12
+    assert race_record(raising[0])["scale"] > 1.0  # it raised, so it raced the copy below on its own

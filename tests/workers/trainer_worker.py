@@ -23,6 +23,7 @@ class WorkerArgs:
     hidden_size: int = field(default=16)
     with_eval: bool = field(default=False)
     profile_race: bool = field(default=False)
+    gathering_loss: bool = field(default=False)
 
 
 def flat_params(model) -> torch.Tensor:
@@ -68,6 +69,25 @@ class Recorder(TrainerCallback):
             self.prof = None
 
 
+class GatheringTrainer(HDETTrainer):
+    """A compute_loss that gathers across processes at every call and keeps running totals on the trainer, as TRL's
+    SFTTrainer does (`accelerator.gather_for_metrics`, `_metrics`, `_total_train_tokens`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._metrics = {"train": [], "eval": []}
+        self._total_train_tokens = 0
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        mode = "train" if self.model.training else "eval"
+        seen = int(self.accelerator.gather_for_metrics(torch.ones(1)).sum())
+        self._metrics[mode].append(seen)
+        if mode == "train":
+            self._total_train_tokens += seen
+        return out
+
+
 def profile_start_race(collectives: dict[str, int]) -> None:
     """Count the collectives of the start race (it runs in on_train_begin, before the Recorder's profile)."""
     import hdet_hf.trainer
@@ -108,7 +128,7 @@ def main() -> None:
     noise = torch.rand(ids.shape, generator=g) < 0.2
     ids = torch.where(noise, torch.randint(0, 64, ids.shape, generator=g), ids)
     data = Dataset.from_dict({"input_ids": ids.tolist(), "labels": ids.tolist()})
-    cls = Trainer if worker.plain_trainer else HDETTrainer
+    cls = Trainer if worker.plain_trainer else GatheringTrainer if worker.gathering_loss else HDETTrainer
     eval_data = data.select(range(16)) if worker.with_eval else None
     trainer = cls(model=model, args=args, train_dataset=data, eval_dataset=eval_data)
     recorder = Recorder(trainer, args.max_steps)
@@ -141,6 +161,8 @@ def main() -> None:
             "trainer_world_size": args.world_size,
             "first_batch": recorder.first_batch,
             "race_collectives": race_collectives,
+            "train_loss_calls": getattr(trainer, "_metrics", {}).get("train"),
+            "total_train_tokens": getattr(trainer, "_total_train_tokens", None),
         },
         os.path.join(worker.dump_dir, f"rank{rank}.pt"),
     )
