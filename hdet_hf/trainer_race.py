@@ -104,7 +104,8 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     below = below_multiplier(config.controller_max_factor, len(multipliers))
     # Unset --hdet_start_race_lowers lowers wherever the race runs. A race that may lower always needs the copy
     # below the start, so it is raced as one more candidate (the last): in an idle slot where the process count
-    # leaves one (3, 5-7, 8+ processes), else in a round of its own on replica 0.
+    # leaves one (3, 5-7, 8+ processes), else in a round of its own on replica 0 (the other replicas race a copy
+    # that is thrown away meanwhile: see the idle slots below).
     lowers = config.start_race_lowers is not False
     copies = [*multipliers, below] if lowers else multipliers
     mine = race_assignment(engine.rank, engine.world_size, len(copies))
