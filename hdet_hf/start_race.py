@@ -2,8 +2,9 @@
 
 There are always `RACE_CANDIDATES` (4) candidate LRs, ``start x max_factor ** (c / 3)`` (the start LR up to the
 controller's bound), whatever the number of replicas: replica ``r`` of ``N`` races candidates ``r, r + N, ...``
-(with 2 replicas each races two, one after the other; with more than 4 the rest wait), all from the initial
-weights on the same batches, and scores each copy on the same probe examples. So the decision does not depend on
+(with 2 replicas each races two, one after the other; the copy below the start, point (4), is one more; a replica
+with no copy of its own in a round races one that is thrown away, as a Trainer's compute_loss may run collectives),
+all from the initial weights on the same batches, and scores each copy on the same probe examples. So the decision does not depend on
 how many processes run it. The run keeps its initial weights and starts the base LR at the winner's multiplier
 when (1) every larger LR beat the start (the start came last), (2) the probe loss fell with each step up in LR from
 the start to the winner, (3) the winner beat the start by ``significance`` paired standard errors over the
