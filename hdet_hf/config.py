@@ -415,7 +415,7 @@ class HDETConfig:
             "when it does not raise, it may lower the start one step (--hdet_start_race_lowers). A race from the "
             "initial weights favours small steps, so it raises only on that evidence and lowers only on a start "
             "that stalled (BENCHMARKS.md, readings 43, 45-48). Costs ceil(5 / N) x this many extra steps per "
-            "replica at the start (N replicas; ceil(4 / N), plus as many on replica 0 when it raises, with "
+            "replica at the start (N replicas; ceil(4 / N), plus as many more when it raises, with "
             "--hdet_start_race_lowers false). Unset (default): "
             f"{DEFAULT_START_RACE_STEPS} steps where the race can run (--hdet_auto_lr, whole replicas, 2+ processes, "
             f"a sized train set) on runs of at least {2 * DEFAULT_START_RACE_STEPS} steps, else none; a number races "
