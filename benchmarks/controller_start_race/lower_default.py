@@ -18,6 +18,9 @@ import statistics
 import sys
 from pathlib import Path
 
+# Session 42's reader, beside this one (run as a script, this folder is on the path).
+from lower import ddp_at, rows
+
 HERE = Path(__file__).resolve().parent
 BENCH = HERE.parent
 BEST = {"a": 0.01, "b": 0.01, "bp": 0.03, "d": 0.003, "e": 0.01, "f": 0.01, "h": 0.01, "c": 0.0003, "g": 0.0003, "i": 0.003}
@@ -28,10 +31,6 @@ SCRATCH = [("/tmp/race43l2", "lower_procs2", ""), ("/tmp/ro43l", "race_only", "l
            ("/tmp/race43l4", "lower", "")]  # fmt: skip
 
 
-def rows(path: Path) -> dict[str, dict]:
-    return {r["name"]: r for r in map(json.loads, open(path))} if path.exists() else {}
-
-
 def collect() -> None:
     for scratch, target, prefix in SCRATCH:
         for found in sorted(Path(scratch).glob("*/results.jsonl")):
@@ -39,10 +38,6 @@ def collect() -> None:
             if kept:
                 out = HERE / target / f"{prefix}{found.parent.name}.jsonl"
                 out.write_text("".join(kept))
-
-
-def ddp_at(found: dict[str, dict], lr: float) -> float | None:
-    return next((r["eval_loss"] for r in found.values() if r["kind"] == "ddp" and math.isclose(r["start_lr"], lr, rel_tol=1e-6)), None)
 
 
 def cell(x: float) -> str:
