@@ -42,6 +42,8 @@ CONVERGE_WEIGHTS = ("uniform", "fitness")
 MIN_FRACTION_SYNC_INTERVAL = 10
 # The start race's length when --hdet_start_race_steps is unset (BENCHMARKS.md readings 45-47: measured at 60).
 DEFAULT_START_RACE_STEPS = 60
+# Where a start race that raises starts the run: its winner, or the largest candidate that beat the start clearly.
+START_RACE_RAISES = ("winner", "largest")
 # The comparison horizon of the default (None) in plain shared mode, as a fraction of the run (reading 12).
 DEFAULT_COMPARISON_HORIZON = 0.1
 # Before the comparison horizon takes over: the step-size fan-out alone, or alternating with the horizon.
@@ -434,6 +436,17 @@ class HDETConfig:
             "LR above the lowered start. Unset (default): wherever the race runs; false: the race only raises; true: "
             "as unset, and an error where no race can run. Costs one more race copy: ceil(5 / N) instead of "
             "ceil(4 / N) x the race's steps per replica (BENCHMARKS.md, readings 47 and 48)."
+        },
+    )
+    start_race_raise_to: str = field(
+        default="winner",
+        metadata={
+            "help": "Where a start race that raises starts the run: 'winner', the candidate with the lowest probe "
+            "loss, or 'largest', the largest candidate LR that beat the start by --hdet_start_race_significance "
+            "paired standard errors (at least the winner's). A race from the initial weights favours small steps, "
+            "so where every candidate beat the start its winner is a lower bound on the right LR (BENCHMARKS.md "
+            "readings 43 and 49).",
+            "choices": list(START_RACE_RAISES),
         },
     )
     start_race_significance: float = field(
@@ -873,6 +886,11 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('outer_momentum')} must be in [0, 1), but got {self.outer_momentum!r}. Use 0 for plain "
                 "averaging or e.g. 0.9 (DiLoCo)."
+            )
+        if self.start_race_raise_to not in START_RACE_RAISES:
+            raise ValueError(
+                f"{_flag('start_race_raise_to')} must be one of {', '.join(START_RACE_RAISES)}, but got "
+                f"{self.start_race_raise_to!r}."
             )
         if self.early_comparison not in EARLY_COMPARISONS:
             raise ValueError(

@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .config import DEFAULT_START_RACE_STEPS
+from .config import DEFAULT_START_RACE_STEPS, START_RACE_RAISES
 
 __all__ = [
     "RACE_CANDIDATES",
@@ -153,15 +153,28 @@ class RaceDecision:
         }
 
 
-def decide_race(per_example: torch.Tensor, multipliers: list[float], significance: float) -> RaceDecision:
+def paired_gap(start: torch.Tensor, other: torch.Tensor) -> tuple[float, float]:
+    """The mean of ``start - other`` over the probe's examples and its standard error (float64 rows, 2+ examples)."""
+    differences = start - other
+    return float(differences.mean()), float(differences.std(unbiased=True)) / math.sqrt(start.numel())
+
+
+def decide_race(
+    per_example: torch.Tensor, multipliers: list[float], significance: float, raise_to: str = "winner"
+) -> RaceDecision:
     """The starting scale from ``per_example`` (``[candidates, examples]`` probe losses; row 0 raced the start).
 
-    The winner is the candidate with the lowest mean probe loss (a non-finite row cannot win). The scale is its
-    multiplier when candidate 0 (the start) has the highest mean of all, the means fall strictly from the start to
-    the winner, and the winner's gap to the start is at least ``significance`` standard errors of the paired
-    differences over the examples; else 1. With a single example, or a start whose copy diverged, there is no
-    standard error to test against and the scale stays 1.
+    The winner is the candidate with the lowest mean probe loss (a non-finite row cannot win). The race raises when
+    candidate 0 (the start) has the highest mean of all, the means fall strictly from the start to the winner, and
+    the winner's gap to the start is at least ``significance`` standard errors of the paired differences over the
+    examples; else the scale is 1. With a single example, or a start whose copy diverged, there is no standard error
+    to test against and the scale stays 1. A raise goes to the winner's multiplier (``raise_to`` "winner") or to the
+    largest candidate's that beat the start by ``significance`` standard errors ("largest"; at least the winner's):
+    the race's pick is a lower bound on the right LR (short-horizon bias, BENCHMARKS.md reading 43), and where every
+    candidate beat the start the larger ones that still beat it clearly are no evidence against a larger LR.
     """
+    if raise_to not in START_RACE_RAISES:
+        raise ValueError(f"raise_to must be one of {START_RACE_RAISES}, got {raise_to!r}.")
     losses = per_example.detach().to(torch.float64)
     if losses.dim() != 2 or losses.shape[0] != len(multipliers):
         raise ValueError(
@@ -172,13 +185,18 @@ def decide_race(per_example: torch.Tensor, multipliers: list[float], significanc
     winner = int(torch.argmin(means))
     gap, se = 0.0, math.inf
     if winner != 0 and bool(finite[0]) and losses.shape[1] >= 2:
-        differences = losses[0] - losses[winner]
-        gap = float(differences.mean())
-        se = float(differences.std(unbiased=True)) / math.sqrt(losses.shape[1])
+        gap, se = paired_gap(losses[0], losses[winner])
     start_came_last = bool(finite[0]) and bool((means[1:] < means[0]).all())
     falls_to_winner = bool((means[1 : winner + 1] < means[:winner]).all())
     raised = winner != 0 and start_came_last and falls_to_winner and gap > 0 and gap >= significance * se
     scale = multipliers[winner] if raised else 1.0
+    if raised and raise_to == "largest":
+        # Every candidate's copy is finite here: the start came last.
+        for candidate in range(len(multipliers) - 1, winner, -1):
+            above_gap, above_se = paired_gap(losses[0], losses[candidate])
+            if above_gap > 0 and above_gap >= significance * above_se:
+                scale = multipliers[candidate]
+                break
     return RaceDecision(
         scale=float(scale),
         multipliers=[float(m) for m in multipliers],

@@ -192,7 +192,9 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
         slots = gathered.view(engine.world_size, rounds, len(probe_examples))
         raced = torch.stack([slots[c % engine.world_size, c // engine.world_size] for c in range(len(copies))])
         per_candidate = raced[: len(multipliers)]
-        decision = decide_race(per_candidate, multipliers, config.start_race_significance)
+        decision = decide_race(
+            per_candidate, multipliers, config.start_race_significance, config.start_race_raise_to
+        )
         below_scores = raced[len(multipliers)] if lowers else None
         if decision.wants_below and below_scores is None:
             # A race that only raises pays for the copy below the start only when the rest would raise. Every

@@ -127,6 +127,31 @@ def test_a_raise_stands_only_if_the_copy_below_the_start_did_worse():
         confirm_with_below(held, learned, 0.464)
 
 
+def test_raise_to_largest_takes_the_largest_candidate_that_beat_the_start_clearly():
+    # Task a seed 0 from 10x below at 2 processes (session 42, reading 47): every candidate beat the start, the
+    # 4.64x one by the most, the 10x one (the sweep's best LR) by less but clearly.
+    start = [5.94, 5.95, 5.93, 5.96, 5.92, 5.94, 5.95, 5.93]
+    jitter = [0.01 * ((i % 3) - 1) for i in range(len(start))]
+    second = [x - 0.33 + j for x, j in zip(start, jitter)]
+    winner = [x - 0.45 - j for x, j in zip(start, jitter)]
+    top = [x - 0.15 + j for x, j in zip(start, jitter)]
+    multipliers = [1.0, 2.15, 4.64, 10.0]
+    by_winner = decide_race(losses(start, second, winner, top), multipliers, 2.0)
+    assert by_winner.winner == 2 and by_winner.scale == 4.64
+    largest = decide_race(losses(start, second, winner, top), multipliers, 2.0, raise_to="largest")
+    assert largest.winner == 2 and largest.scale == 10.0
+    assert largest.gap == by_winner.gap  # the record still describes the winner
+    # The 10x copy ahead of the start by less than 2 standard errors: the next largest that is clearly ahead.
+    noisy_top = [x - 0.01 + 0.2 * (-1) ** i for i, x in enumerate(start)]
+    assert decide_race(losses(start, second, winner, noisy_top), multipliers, 2.0, raise_to="largest").scale == 4.64
+    # Where the race does not raise, "largest" does not either (the start did not come last; so also with a copy
+    # that diverged).
+    worse_top = [x + 0.1 for x in start]
+    assert decide_race(losses(start, second, winner, worse_top), multipliers, 2.0, raise_to="largest").scale == 1.0
+    with pytest.raises(ValueError, match="raise_to must be one of"):
+        decide_race(losses(start, second, winner, top), multipliers, 2.0, raise_to="max")
+
+
 def test_the_start_winning_or_diverged_copies_never_raise():
     start = [1.0, 1.1, 0.9]
     assert decide_race(losses(start, [2.0, 2.1, 1.9]), [1.0, 10.0], 2.0).scale == 1.0
@@ -162,6 +187,9 @@ def test_settings_are_validated():
         HDETConfig(start_race_steps=10)
     with pytest.raises(ValueError, match="--hdet_hsdp_shard_size"):
         HDETConfig(auto_lr=True, start_race_steps=10, hsdp_shard_size=2)
+    assert HDETConfig().start_race_raise_to == "winner"
+    with pytest.raises(ValueError, match="--hdet_start_race_raise_to must be one of winner, largest"):
+        HDETConfig(start_race_raise_to="max")
     with pytest.raises(ValueError, match="--hdet_start_race_significance must be a finite number >= 0"):
         HDETConfig(auto_lr=True, start_race_steps=10, start_race_significance=-1.0)
 
