@@ -410,13 +410,14 @@ class HDETConfig:
             "initial weights for this many steps each at 4 constant LRs, the peak LR x f ** (c / 3) for c = 0..3 (f: "
             "--hdet_controller_max_factor; with 2 replicas each races two, one after the other), all on the same "
             "batches of --per_device_train_batch_size examples (one step per batch, no accumulation, no loss "
-            "scaling), and score each copy on the probe batch. The run keeps its initial weights and starts the "
-            "controller at the winner's multiplier when every larger LR beat the start, the probe loss fell with "
-            "each step up in LR to the winner, the winner beat the start by --hdet_start_race_significance "
-            "paired standard errors, and a copy one step below the start (x 0.464) did worse than the start; "
+            "scaling), and score each copy on the probe batch. The run keeps its initial weights and raises the "
+            "controller's start when every larger LR beat the start, the probe loss fell with each step up in LR "
+            "to the winner, the winner beat the start by --hdet_start_race_significance paired standard errors, "
+            "and a copy one step below the start (x 0.464) did worse than the start: to the largest candidate "
+            "that beat the start by as many standard errors (--hdet_start_race_raise_to); "
             "when it does not raise, it may lower the start one step (--hdet_start_race_lowers). A race from the "
             "initial weights favours small steps, so it raises only on that evidence and lowers only on a start "
-            "that stalled (BENCHMARKS.md, readings 43, 45-48). Costs ceil(5 / N) x this many extra steps per "
+            "that stalled (BENCHMARKS.md, readings 43, 45-49). Costs ceil(5 / N) x this many extra steps per "
             "replica at the start (N replicas; ceil(4 / N), plus as many more when it raises, with "
             "--hdet_start_race_lowers false). Unset (default): "
             f"{DEFAULT_START_RACE_STEPS} steps where the race can run (--hdet_auto_lr, whole replicas, 2+ processes, "
@@ -439,13 +440,15 @@ class HDETConfig:
         },
     )
     start_race_raise_to: str = field(
-        default="winner",
+        default="largest",
         metadata={
-            "help": "Where a start race that raises starts the run: 'winner', the candidate with the lowest probe "
-            "loss, or 'largest', the largest candidate LR that beat the start by --hdet_start_race_significance "
-            "paired standard errors (at least the winner's). A race from the initial weights favours small steps, "
-            "so where every candidate beat the start its winner is a lower bound on the right LR (BENCHMARKS.md "
-            "readings 43 and 49).",
+            "help": "Where a start race that raises starts the run: 'largest' (default), the largest candidate LR "
+            "that beat the start by --hdet_start_race_significance paired standard errors (at least the winner's), "
+            "or 'winner', the candidate with the lowest probe loss (the default before session 44). A race from the "
+            "initial weights favours small steps, so where every candidate beat the start its winner is a lower "
+            "bound on the right LR; it raises only where the start came last of all candidates, so a larger "
+            "candidate that fails (a collapse past the edge of stability) stops any raise (BENCHMARKS.md readings "
+            "43 and 49).",
             "choices": list(START_RACE_RAISES),
         },
     )

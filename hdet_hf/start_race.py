@@ -5,12 +5,14 @@ controller's bound), whatever the number of replicas: replica ``r`` of ``N`` rac
 (with 2 replicas each races two, one after the other; the copy below the start, point (4), is one more; a replica
 with no copy of its own in a round races one that is thrown away, as a Trainer's compute_loss may run collectives),
 all from the initial weights on the same batches, and scores each copy on the same probe examples. So the decision does not depend on
-how many processes run it. The run keeps its initial weights and starts the base LR at the winner's multiplier
-when (1) every larger LR beat the start (the start came last), (2) the probe loss fell with each step up in LR from
-the start to the winner, (3) the winner beat the start by ``significance`` paired standard errors over the
-probe's examples, and (4) a fifth copy one step below the start (``start / max_factor ** (1 / 3)``; raced with the
-candidates by default, only when (1)-(3) hold with ``--hdet_start_race_lowers false``) did worse than the start;
-otherwise one step lower when `decide_lower` says so, else at 1 (the race changed nothing).
+how many processes run it. The run keeps its initial weights and raises the base LR's start when (1) every larger
+LR beat the start (the start came last), (2) the probe loss fell with each step up in LR from the start to the
+winner, (3) the winner beat the start by ``significance`` paired standard errors over the probe's examples, and (4)
+a fifth copy one step below the start (``start / max_factor ** (1 / 3)``; raced with the candidates by default, only
+when (1)-(3) hold with ``--hdet_start_race_lowers false``) did worse than the start: to the largest candidate that
+beat the start by ``significance`` standard errors (``--hdet_start_race_raise_to largest``, the default since
+session 44) or to the winner's multiplier (``winner``). Otherwise one step lower when `decide_lower` says so, else
+at 1 (the race changed nothing).
 
 Why the start must come last: the standard error over the probe's examples measures the probe's noise, not the
 race's. At or above the right LR a from-scratch language model's candidates sit on a noisy plateau where one of
@@ -27,6 +29,13 @@ Why the loss must fall all the way to the winner: on the pretrained classifier f
 reading 45) the three lower copies collapsed to the class prior (probe 1.652, 1.647, 1.652) and the largest, at 30x
 the best LR, reached 1.004. A start that is too low improves with each step up in LR; a dip, a rise and a drop is
 something else (a collapse, an instability), and raising there would have started the run at 30x its best LR.
+
+Why the largest candidate that beat the start, not the winner (reading 49): with the start last of all, every
+candidate learned faster than the start, and the race's ranking among them is the short-horizon bias's: from 10x
+below, its winner on the from-scratch language models is 0.2-0.5x the sweep's best LR, while the 10x copy (the
+sweep's best) still beat the start by 2+ standard errors on 11 of the 13 such races at 4 processes. A candidate past
+the edge of stability does not beat the start (task c seed 2 at its best LR: the 2.15x copy ends at 1.994, near the
+uniform 2.079, against the start's 0.960), and then the start did not come last and nothing is raised at all.
 
 It raises on the evidence above and lowers only one step, on a start that stalled against the copy below it
 (`decide_lower`, the default since session 43: readings 47-48). A race of constant LRs from the initial weights favours small steps (the short-horizon bias,

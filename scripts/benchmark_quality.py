@@ -893,9 +893,10 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             targs["max_grad_norm"] = args.stability_max_grad_norm
             targs["optim"] = args.stability_optim
         if hdet is not None:
-            # A row races only where its name says so (`_race<K>`): the rows recorded before the race became the
-            # default (session 42) keep their meaning.
-            hdet = {"start_race_steps": 0, "start_race_lowers": False, **hdet}
+            # A row races only where its name says so (`_race<K>`), lowers only with `_lower` and raises past the
+            # winner only with `_largest`: the rows recorded before each became the default (sessions 42-44) keep
+            # their meaning.
+            hdet = {"start_race_steps": 0, "start_race_lowers": False, "start_race_raise_to": "winner", **hdet}
             targs.update(hdet=True, **{f"hdet_{k}": v for k, v in hdet.items()})
             trainer_cls = HDETTrainer
         else:

@@ -35,21 +35,22 @@ TASKS = (
     ("g", "the same classifier, 120 steps", "g.md", "g_procs2_cut.md"),
     ("i", "LoRA on the classifier, 200 steps", "i.md", "i_procs2_cut.md"),
 )
-# Since session 42 the default starts with the start race (`--hdet_start_race_steps` unset: 60 steps). Its rows
-# from 10x below are in `<table>_race.md` beside each table above (a.md -> a_race.md, a_procs2_cut.md ->
-# a_procs2_race.md; `race_tables.sh`). At the best LR and from 3x above the race raised on none of the seeds
-# (benchmarks/controller_start_race/decisions.md), and a race that does not raise leaves the run the default's bit
-# for bit, so there the tables above stand.
-RACE_STARTS = ("low",)
-# Since session 43 the race also lowers (`--hdet_start_race_lowers` unset). It fired only on the classifiers from 3x
-# above (benchmarks/controller_start_race/lower_default.md), so only tasks with a `<table>_lower.md`
-# (`lower_tables.sh`) take their 3x-above row from it; a race that neither raises nor lowers leaves the run the
-# default's bit for bit.
-LOWER_STARTS = ("high",)
+# Tables beside each table above that replace some of its cells, in order (a later one wins), where they exist:
+# `<stem>_<kind>.md` (a.md -> a_race.md, a_procs2_cut.md -> a_procs2_race.md). A race that neither raises nor lowers
+# leaves a run the default's bit for bit, so each kind replaces only the starts where its change acts.
+# - "today" (session 44, `today_tables.sh`): the best LR and 3x above with today's library (the tables above come
+#   from older libraries there).
+# - "race" (session 42, `race_tables.sh`): the start race (`--hdet_start_race_steps` unset: 60 steps) from 10x
+#   below; at the best LR and from 3x above it raised on none of the seeds (controller_start_race/decisions.md).
+# - "largest" (session 44, `largest_tables.sh`): the race raises to the largest candidate that beat the start
+#   (`--hdet_start_race_raise_to` unset), which changes only races that raise: from 10x below.
+# - "lower" (session 43, `lower_tables.sh`): the race also lowers (`--hdet_start_race_lowers` unset); it fired only on
+#   the classifiers from 3x above (controller_start_race/lower_default.md).
+OVERLAYS = (("today", ("best", "high")), ("race", ("low",)), ("largest", ("low",)), ("lower", ("high",)))
 
 
 def race_table(name: str, kind: str = "race") -> str:
-    """The start race's table beside a default table: ``a.md`` -> ``a_race.md``, ``a_procs2_cut.md`` ->
+    """A table beside a default table (see `OVERLAYS`): ``a.md`` -> ``a_race.md``, ``a_procs2_cut.md`` ->
     ``a_procs2_race.md`` (``kind`` "lower": ``a_lower.md``, ``a_procs2_lower.md``)."""
     stem = name.removesuffix(".md").removesuffix("_cut")
     return f"{stem}_{kind}.md"
@@ -84,11 +85,11 @@ def summary_table(folder: Path = TABLES) -> str:
             if name is None:
                 continue
             cells = start_cells(folder / name)
-            raced = start_cells(folder / race_table(name), RACE_STARTS)
-            cells.update({start: raced[start] for start in RACE_STARTS})
-            if (folder / race_table(name, "lower")).exists():
-                lowered = start_cells(folder / race_table(name, "lower"), LOWER_STARTS)
-                cells.update({start: lowered[start] for start in LOWER_STARTS})
+            for kind, starts in OVERLAYS:
+                if (folder / race_table(name, kind)).exists():
+                    # A start the overlay has no run for (e.g. no 3x-above rows of a task) keeps the cell it had.
+                    overlay = start_cells(folder / race_table(name, kind), ())
+                    cells.update({start: overlay[start] for start in starts if start in overlay})
             seeds = "/".join(str(sum(c not in ("-", "") for c in cells[s][1:-4])) for s in STARTS)
             means = [cells[s][-4].split(" ")[0] for s in STARTS]
             ddp = [cells[s][-2].split(" ")[0] for s in ("low", "high")]

@@ -43,6 +43,7 @@ def test_controller_summary_reads_a_start_without_ddp(tmp_path):
 
     folder = tmp_path / "tables"
     shutil.copytree(ROOT / "benchmarks" / "controller_default", folder)
+    (folder / "a_today.md").unlink(missing_ok=True)  # the 3x-above cell from a.md itself
     table = folder / "a.md"
     lines = table.read_text().splitlines()
     row = next(i for i, line in enumerate(lines) if line.startswith("| high ("))
@@ -67,6 +68,7 @@ def test_controller_summary_takes_the_3x_above_row_from_a_lowering_table(tmp_pat
     folder = tmp_path / "tables"
     shutil.copytree(ROOT / "benchmarks" / "controller_default", folder)
     (folder / "c_lower.md").unlink(missing_ok=True)
+    (folder / "c_today.md").unlink(missing_ok=True)  # the task table's own 3x-above cell, not today's
 
     def c_row() -> list[str]:
         line = next(
@@ -84,6 +86,50 @@ def test_controller_summary_takes_the_3x_above_row_from_a_lowering_table(tmp_pat
     (folder / "c_lower.md").write_text((folder / "c.md").read_text().replace(high, "|".join(cells)))
     lowered = c_row()
     assert lowered[5] == "0.123" and lowered[:5] == own[:5]  # only the 3x-above cell changes
+
+
+def test_controller_summary_overlays_replace_their_starts_in_order(tmp_path):
+    """The tables beside a task's (`OVERLAYS`): "today" replaces the best-LR and 3x-above cells, "largest" the
+    10x-below cell over "race", "lower" the 3x-above cell over "today"; an overlay without a start's row keeps it."""
+    import shutil
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import controller_summary
+
+    folder = tmp_path / "tables"
+    shutil.copytree(ROOT / "benchmarks" / "controller_default", folder)
+    for kind in ("today", "race", "largest", "lower"):
+        (folder / f"c_{kind}.md").unlink(missing_ok=True)
+    base = (folder / "c.md").read_text()
+
+    def with_mean(start: str, mean: str, text: str = base) -> str:
+        row = next(line for line in text.splitlines() if line.startswith(f"| {start} ("))
+        cells = row.split("|")
+        cells[-5] = f" {mean} (0.001) "
+        return text.replace(row, "|".join(cells))
+
+    def c_row() -> list[str]:
+        line = next(
+            line
+            for line in controller_summary.summary_table(folder).splitlines()
+            if line.startswith("| c: ") and "| 4 |" in line
+        )
+        return [cell.strip() for cell in line.strip("|").split("|")]
+
+    own = c_row()
+    (folder / "c_today.md").write_text(with_mean("high", "0.333", with_mean("best", "0.222")))
+    (folder / "c_race.md").write_text(with_mean("low", "0.444"))
+    assert c_row()[3:6] == ["0.222", "0.444", "0.333"]
+    (folder / "c_largest.md").write_text(with_mean("low", "0.555"))
+    (folder / "c_lower.md").write_text(with_mean("high", "0.666"))
+    assert c_row()[3:6] == ["0.222", "0.555", "0.666"]
+    # A "today" table with no 3x-above row (a start it did not run): the cell stays the lowering table's, and
+    # without that the task table's own.
+    no_high = "\n".join(line for line in with_mean("best", "0.222").splitlines() if not line.startswith("| high ("))
+    (folder / "c_today.md").write_text(no_high)
+    assert c_row()[5] == "0.666"
+    (folder / "c_lower.md").unlink()
+    assert c_row()[5] == own[5]
 
 
 def test_readme_test_command_is_what_ci_runs():

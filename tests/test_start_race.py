@@ -187,7 +187,7 @@ def test_settings_are_validated():
         HDETConfig(start_race_steps=10)
     with pytest.raises(ValueError, match="--hdet_hsdp_shard_size"):
         HDETConfig(auto_lr=True, start_race_steps=10, hsdp_shard_size=2)
-    assert HDETConfig().start_race_raise_to == "winner"
+    assert HDETConfig().start_race_raise_to == "largest"
     with pytest.raises(ValueError, match="--hdet_start_race_raise_to must be one of winner, largest"):
         HDETConfig(start_race_raise_to="max")
     with pytest.raises(ValueError, match="--hdet_start_race_significance must be a finite number >= 0"):
