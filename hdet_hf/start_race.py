@@ -139,6 +139,8 @@ class RaceDecision:
     # the start because the start's copy made no real progress from there (`decide_lower`).
     initial_probe_loss: float | None = None
     lowered: bool = False
+    # Where a raise went: the winner's multiplier, or the largest that beat the start clearly (`decide_race`).
+    raise_to: str = "winner"
 
     @property
     def wants_below(self) -> bool:
@@ -159,6 +161,7 @@ class RaceDecision:
             "below_probe_loss": self.below_probe_loss,
             "initial_probe_loss": self.initial_probe_loss,
             "lowered": self.lowered,
+            "raise_to": self.raise_to,
         }
 
 
@@ -181,6 +184,7 @@ def decide_race(
     largest candidate's that beat the start by ``significance`` standard errors ("largest"; at least the winner's):
     the race's pick is a lower bound on the right LR (short-horizon bias, BENCHMARKS.md reading 43), and where every
     candidate beat the start the larger ones that still beat it clearly are no evidence against a larger LR.
+    (``raise_to`` defaults to the rule as first built; HDETConfig's default is "largest".)
     """
     if raise_to not in START_RACE_RAISES:
         raise ValueError(f"raise_to must be one of {START_RACE_RAISES}, got {raise_to!r}.")
@@ -215,6 +219,7 @@ def decide_race(
         standard_error=se if math.isfinite(se) else 0.0,
         start_came_last=start_came_last,
         falls_to_winner=falls_to_winner,
+        raise_to=raise_to,
     )
 
 

@@ -140,7 +140,8 @@ def test_raise_to_largest_takes_the_largest_candidate_that_beat_the_start_clearl
     assert by_winner.winner == 2 and by_winner.scale == 4.64
     largest = decide_race(losses(start, second, winner, top), multipliers, 2.0, raise_to="largest")
     assert largest.winner == 2 and largest.scale == 10.0
-    assert largest.gap == by_winner.gap  # the record still describes the winner
+    assert largest.gap == by_winner.gap  # the record still describes the winner, and says where the raise went
+    assert (by_winner.to_dict()["raise_to"], largest.to_dict()["raise_to"]) == ("winner", "largest")
     # The 10x copy ahead of the start by less than 2 standard errors: the next largest that is clearly ahead.
     noisy_top = [x - 0.01 + 0.2 * (-1) ** i for i, x in enumerate(start)]
     assert decide_race(losses(start, second, winner, noisy_top), multipliers, 2.0, raise_to="largest").scale == 4.64
