@@ -33,9 +33,10 @@ something else (a collapse, an instability), and raising there would have starte
 Why the largest candidate that beat the start, not the winner (reading 49): with the start last of all, every
 candidate learned faster than the start, and the race's ranking among them is the short-horizon bias's: from 10x
 below, its winner on the from-scratch language models is 0.2-0.5x the sweep's best LR, while the 10x copy (the
-sweep's best) still beat the start by 2+ standard errors on 11 of the 13 such races at 4 processes. A candidate past
-the edge of stability does not beat the start (task c seed 2 at its best LR: the 2.15x copy ends at 1.994, near the
-uniform 2.079, against the start's 0.960), and then the start did not come last and nothing is raised at all.
+sweep's best) still beat the start by 2+ standard errors on 11 of the 13 races at 4 processes that raised to a
+winner below it. A candidate past the edge of stability does not beat the start (task c seed 2 at its best LR: the
+2.15x copy ends at 1.994, near the uniform 2.079, against the start's 0.960), and then the start did not come last
+and nothing is raised at all.
 
 It raises on the evidence above and lowers only one step, on a start that stalled against the copy below it
 (`decide_lower`, the default since session 43: readings 47-48). A race of constant LRs from the initial weights favours small steps (the short-horizon bias,

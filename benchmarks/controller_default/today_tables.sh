@@ -33,5 +33,6 @@ four g 0.0003 controller_heldout_g{,_seed1,_seed2}
 four i 0.003 controller_heldout_i{,_seed1,_seed2}
 for t in a d e f h i c g; do
   case $t in d) best=0.003;; i) best=0.003;; c|g) best=0.0003;; *) best=0.01;; esac
-  [ -f $T/rows2/${t}0.jsonl ] && two $t $best
+  # Only tasks whose three seeds all ran (the queue was stopped before the last classifier runs).
+  if [ -f $T/rows2/${t}0.jsonl ] && [ -f $T/rows2/${t}1.jsonl ] && [ -f $T/rows2/${t}2.jsonl ]; then two $t $best; fi
 done
