@@ -456,7 +456,8 @@ class HDETConfig:
         default=2.0,
         metadata={
             "help": "How many standard errors (paired over the probe batch's examples) the start race's winner "
-            "must beat the start LR by before the run starts at the winner's LR."
+            "must beat the start LR by before the race raises the start (and, with --hdet_start_race_raise_to "
+            "largest, how far a larger candidate must be ahead of the start for the raise to go to it)."
         },
     )
     lr_groups: bool = field(
