@@ -57,13 +57,23 @@ def test_controller_summary_reads_a_start_without_ddp(tmp_path):
     assert a_row.endswith(" / - |")
 
 
+def summary_cells(folder: Path, task: str, processes: int = 4) -> list[str]:
+    """The cells of one task's row in the summary made from the tables in ``folder``."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import controller_summary
+
+    line = next(
+        line
+        for line in controller_summary.summary_table(folder).splitlines()
+        if line.startswith(f"| {task}: ") and f"| {processes} |" in line
+    )
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
 def test_controller_summary_takes_the_3x_above_row_from_a_lowering_table(tmp_path):
     """Where `<table>_lower.md` sits beside a task's table (the race's lowering, session 43), the summary's 3x-above
     cell is that table's; elsewhere the task's own."""
     import shutil
-
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import controller_summary
 
     folder = tmp_path / "tables"
     shutil.copytree(ROOT / "benchmarks" / "controller_default", folder)
@@ -71,12 +81,7 @@ def test_controller_summary_takes_the_3x_above_row_from_a_lowering_table(tmp_pat
     (folder / "c_today.md").unlink(missing_ok=True)  # the task table's own 3x-above cell, not today's
 
     def c_row() -> list[str]:
-        line = next(
-            line
-            for line in controller_summary.summary_table(folder).splitlines()
-            if line.startswith("| c: ") and "| 4 |" in line
-        )
-        return [cell.strip() for cell in line.strip("|").split("|")]
+        return summary_cells(folder, "c")
 
     own = c_row()
     high = next(line for line in (folder / "c.md").read_text().splitlines() if line.startswith("| high ("))
@@ -93,9 +98,6 @@ def test_controller_summary_overlays_replace_their_starts_in_order(tmp_path):
     10x-below cell over "race", "lower" the 3x-above cell over "today"; an overlay without a start's row keeps it."""
     import shutil
 
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import controller_summary
-
     folder = tmp_path / "tables"
     shutil.copytree(ROOT / "benchmarks" / "controller_default", folder)
     for kind in ("today", "race", "largest", "lower"):
@@ -109,12 +111,7 @@ def test_controller_summary_overlays_replace_their_starts_in_order(tmp_path):
         return text.replace(row, "|".join(cells))
 
     def c_row() -> list[str]:
-        line = next(
-            line
-            for line in controller_summary.summary_table(folder).splitlines()
-            if line.startswith("| c: ") and "| 4 |" in line
-        )
-        return [cell.strip() for cell in line.strip("|").split("|")]
+        return summary_cells(folder, "c")
 
     own = c_row()
     (folder / "c_today.md").write_text(with_mean("high", "0.333", with_mean("best", "0.222")))
