@@ -525,6 +525,11 @@ CASES: list[ErrorCase] = [
         gradient_sync="sometimes",
     ),
     _config(
+        'start_race_raise_to="max"',
+        r"--hdet_start_race_raise_to must be one of winner, largest, but got 'max'",
+        start_race_raise_to="max",
+    ),
+    _config(
         'early_comparison="both"',
         r"--hdet_early_comparison must be one of lower_of_both, one_interval, but got 'both'",
         early_comparison="both",
