@@ -55,6 +55,7 @@ def test_a_race_from_far_below_starts_the_run_at_the_winner(tmp_path):
     assert record["winner"] == 3 and record["scale"] == 10.0 and record["multipliers"][3] == pytest.approx(10.0)
     assert record["gap"] >= 2.0 * record["standard_error"] > 0
     assert record["start_came_last"] and record["falls_to_winner"]
+    assert record["raise_to"] == "largest"  # the default reaches the rule through the Trainer's config
     # A race that would raise also races a copy one step below the start, which must do worse than the start.
     assert record["below_multiplier"] == pytest.approx(10 ** (-1 / 3))
     assert record["below_probe_loss"] > record["probe_losses"][0]
