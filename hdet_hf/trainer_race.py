@@ -1,7 +1,8 @@
 """HDETTrainer's start race: the replicas race copies of the initial weights (the rule: `start_race.py`).
 
 Goes around the Trainer's loop on purpose: the race trains for ``--hdet_start_race_steps`` steps that are not
-the run's (no gradient sync, no schedule, no callbacks, no logging of train loss) and then puts the initial
+the run's (no gradient sync, no schedule, no callbacks, no logging of train loss; each step one replica's batch of
+the run, gradient accumulation included) and then puts the initial
 weights, optimizer state and random number generators back, so a race that decides "no raise" leaves the run
 exactly as it would have been without it.
 """
@@ -116,7 +117,12 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
         raise RuntimeError("The start race runs before the optimizer's first step, but the optimizer has state.")
     probe_examples = trainer._probe_examples(config.probe_size, needed_by="--hdet_start_race_steps")
     from_train = trainer.eval_dataset is None
-    batches = _race_examples(trainer, steps, args.per_device_train_batch_size, len(probe_examples) * from_train)
+    # A race step takes one replica's batch of the run: per-device batch x gradient accumulation, in micro-batches of
+    # the per-device size (the run's memory). A step on the micro-batch alone would race at a fraction of the batch
+    # the run's LR is for, and a smaller batch favours a smaller LR.
+    micro = args.per_device_train_batch_size
+    accumulation = max(int(args.gradient_accumulation_steps or 1), 1)
+    batches = _race_examples(trainer, steps, micro * accumulation, len(probe_examples) * from_train)
 
     # What the race can change: the trained parameters and the buffers (frozen weights, e.g. a LoRA base model, stay
     # as they are). On the CPU: the race must not hold a second copy in accelerator memory.
@@ -151,10 +157,14 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
         )
         # The unwrapped model: its backward leaves gradients unsynchronised (each replica races its own LR).
         for examples in bar:
-            batch = trainer._prepare_inputs(trainer.data_collator(examples))
-            with trainer.compute_loss_context_manager():
-                loss = trainer.compute_loss(model, batch)
-            loss.backward()
+            chunks = [examples[i : i + micro] for i in range(0, len(examples), micro)]
+            for chunk in chunks:
+                batch = trainer._prepare_inputs(trainer.data_collator(chunk))
+                with trainer.compute_loss_context_manager():
+                    loss = trainer.compute_loss(model, batch)
+                # The mean of the micro-batches' mean losses: no num_items_in_batch, whose count the Trainer gathers
+                # across processes (a collective), while each replica races its own copy here.
+                (loss / len(chunks)).backward()
             if args.max_grad_norm:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
             optimizer.step()

@@ -88,6 +88,22 @@ def test_the_decision_does_not_depend_on_the_number_of_replicas(tmp_path):
     assert two == four
 
 
+def test_a_race_step_takes_the_runs_batch_with_gradient_accumulation(tmp_path):
+    # With --gradient_accumulation_steps 2 and a per-device batch of 2, a race step trains on the replica's batch of 4
+    # (two micro-batches of 2, their mean losses averaged), as one of 4 without accumulation does: the same examples,
+    # the same mean gradient, so the same probe losses up to float rounding. Before session 45 the race stepped on the
+    # micro-batch alone (half the batch, twice as many steps' worth of different examples).
+    flags = ["--learning_rate", "1e-3", "--hdet_start_race_steps", "3"]
+    whole = race_record(run(tmp_path, "whole", *flags, profile=False)[0])
+    accumulated = race_record(
+        run(tmp_path, "accumulated", *flags, "--per_device_train_batch_size", "2",
+            "--gradient_accumulation_steps", "2", profile=False)[0]
+    )  # fmt: skip
+    assert accumulated["probe_losses"] == pytest.approx(whole["probe_losses"], rel=1e-5, abs=1e-6)
+    micro = race_record(run(tmp_path, "micro", *flags, "--per_device_train_batch_size", "2", profile=False)[0])
+    assert micro["probe_losses"] != pytest.approx(whole["probe_losses"], rel=1e-5, abs=1e-6)
+
+
 def test_unset_the_race_runs_on_runs_long_enough(tmp_path):
     # The default (no flag) races DEFAULT_START_RACE_STEPS (60) steps on a run of 120 steps or more; the 6-step runs
     # above show that a shorter one does not race ("start_race" absent from the plain runs' records).
