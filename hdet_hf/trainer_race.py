@@ -11,24 +11,13 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 from tqdm.auto import tqdm
 
-from .collectives import gather_rows
-from .start_race import (
-    RaceDecision,
-    below_multiplier,
-    confirm_with_below,
-    decide_lower,
-    decide_race,
-    race_assignment,
-    race_multipliers,
-    race_steps_for_run,
-)
+from .race_runner import race_and_decide
+from .start_race import RaceDecision, race_steps_for_run
 
 if TYPE_CHECKING:
     from .trainer import HDETTrainerMixin
@@ -40,12 +29,6 @@ logger = logging.getLogger(__name__)
 LOSS_BOOKKEEPING = ("_metrics", "_total_train_tokens")
 
 __all__ = ["race_steps", "run_start_race"]
-
-
-def peak_lr(group: dict[str, Any]) -> float:
-    """A param group's peak LR under its schedule: OneCycleLR's ``max_lr``, else the schedulers' ``initial_lr``
-    (the Trainer's schedules are LambdaLR factors of it that peak at 1), else its current LR."""
-    return float(group.get("max_lr", group.get("initial_lr", group["lr"])))
 
 
 def _race_examples(trainer: HDETTrainerMixin, steps: int, batch_size: int, skip: int) -> list[list[Any]]:
@@ -101,20 +84,8 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     if engine.world_size < 2:
         logger.warning("HDET: --hdet_start_race_steps needs two or more replicas; this run has one, no race.")
         return None
-    multipliers = race_multipliers(config.controller_max_factor)
-    below = below_multiplier(config.controller_max_factor, len(multipliers))
-    # Unset --hdet_start_race_lowers lowers wherever the race runs. A race that may lower always needs the copy
-    # below the start, so it is raced as one more candidate (the last): in an idle slot where the process count
-    # leaves one (3, 5-7, 8+ processes), else in a round of its own on replica 0 (the other replicas race a copy
-    # that is thrown away meanwhile: see the idle slots below).
-    lowers = config.start_race_lowers is not False
-    copies = [*multipliers, below] if lowers else multipliers
-    mine = race_assignment(engine.rank, engine.world_size, len(copies))
-    rounds = math.ceil(len(copies) / engine.world_size)
     model = trainer.accelerator.unwrap_model(trainer.model)
     optimizer = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
-    if any(len(state) for state in optimizer.state.values()):
-        raise RuntimeError("The start race runs before the optimizer's first step, but the optimizer has state.")
     probe_examples = trainer._probe_examples(config.probe_size, needed_by="--hdet_start_race_steps")
     from_train = trainer.eval_dataset is None
     # A race step takes one replica's batch of the run: per-device batch x gradient accumulation, in micro-batches of
@@ -124,31 +95,7 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     accumulation = max(int(args.gradient_accumulation_steps or 1), 1)
     batches = _race_examples(trainer, steps, micro * accumulation, len(probe_examples) * from_train)
 
-    # What the race can change: the trained parameters and the buffers (frozen weights, e.g. a LoRA base model, stay
-    # as they are). On the CPU: the race must not hold a second copy in accelerator memory.
-    changing = [p for p in model.parameters() if p.requires_grad] + list(model.buffers())
-    initial = [t.detach().to("cpu", copy=True) for t in changing]
-    rng = torch.random.get_rng_state()
-    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
-    schedule_lrs = [group["lr"] for group in optimizer.param_groups]
-    was_training = model.training
-
-    def put_back() -> None:
-        """The initial weights, no optimizer state, the random streams of the race's start."""
-        with torch.no_grad():
-            for tensor, saved in zip(changing, initial):
-                tensor.copy_(saved)
-        optimizer.state.clear()
-        torch.random.set_rng_state(rng)
-        if cuda_rng is not None:
-            torch.cuda.set_rng_state_all(cuda_rng)
-
-    def race_copy(multiplier: float) -> torch.Tensor:
-        """Train a copy of the initial weights at ``multiplier`` x the peak LR; its per-example probe losses."""
-        # Every copy from the same state (weights, random streams), whichever replica and round races it.
-        put_back()
-        for group in optimizer.param_groups:
-            group["lr"] = peak_lr(group) * multiplier
+    def train_copy(multiplier: float) -> None:
         bar = tqdm(
             batches,
             desc=f"HDET start race (LR x {multiplier:.3g})",
@@ -169,61 +116,21 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
                 torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-        return score()
 
     def score() -> torch.Tensor:
         """Each probe example's loss under the weights as they are (one at a time: the decision needs each
         example's loss for a paired standard error)."""
         return torch.stack(
             [trainer._plain_loss(trainer._prepare_inputs(trainer.data_collator([ex]))) for ex in probe_examples]
-        ).float().cpu()
+        )
 
-    device = next(model.parameters()).device
     # A Trainer's compute_loss may keep running totals on the trainer (TRL's trainers: `_metrics`, logged at the next
     # log step, and `_total_train_tokens`); the race's steps are not the run's, so they are put back with the weights.
     bookkeeping = {name: copy.deepcopy(getattr(trainer, name)) for name in LOSS_BOOKKEEPING if hasattr(trainer, name)}
-    # The initial weights' probe losses, before any copy trains (eval mode: no random draws; put_back() restores the
-    # random streams before every copy all the same).
-    initial_scores = score()
     try:
-        model.train()
-        # Each candidate's per-example probe losses in its round's slot; a replica with fewer candidates leaves
-        # zeros. Candidate c is raced by replica c % N in round c // N.
-        row = torch.zeros(rounds, len(probe_examples))
-        for slot in range(rounds):
-            if slot < len(mine):
-                row[slot] = race_copy(copies[mine[slot]])
-            else:
-                # An idle slot races a copy that is thrown away: a Trainer's compute_loss may run collectives at
-                # every call (TRL's SFTTrainer gathers token counts and accuracy across processes), so every rank
-                # must train and score as often as the others, or the race hangs.
-                race_copy(copies[0])
-        gathered = gather_rows(row.flatten(), engine.rank, engine.world_size, device=device, group=engine.group)
-        slots = gathered.view(engine.world_size, rounds, len(probe_examples))
-        raced = torch.stack([slots[c % engine.world_size, c // engine.world_size] for c in range(len(copies))])
-        per_candidate = raced[: len(multipliers)]
-        decision = decide_race(
-            per_candidate, multipliers, config.start_race_significance, config.start_race_raise_to
-        )
-        below_scores = raced[len(multipliers)] if lowers else None
-        if decision.wants_below and below_scores is None:
-            # A race that only raises pays for the copy below the start only when the rest would raise. Every
-            # replica races it (compute_loss may run collectives, as above); replica 0's scores decide for all.
-            mine_below = race_copy(below) if engine.rank == 0 else race_copy(below).zero_()
-            gathered = gather_rows(mine_below, engine.rank, engine.world_size, device=device, group=engine.group)
-            below_scores = gathered[0]
-        if decision.wants_below:
-            decision = confirm_with_below(decision, below_scores, below)
-        if lowers and decision.scale == 1.0:
-            start_scores = per_candidate[0]
-            significance = config.start_race_significance
-            decision = decide_lower(decision, start_scores, below_scores, initial_scores, below, significance)
-        decision = replace(decision, initial_probe_loss=float(initial_scores.double().mean()))
+        lowers = config.start_race_lowers is not False
+        decision = race_and_decide(model, optimizer, engine, config, train_copy, score, lowers)
     finally:
-        put_back()
-        for group, lr in zip(optimizer.param_groups, schedule_lrs):
-            group["lr"] = lr
-        model.train(was_training)
         for name, value in bookkeeping.items():
             setattr(trainer, name, value)
     engine.start_at_scale(decision.scale, race={**decision.to_dict(), "steps": steps})
@@ -237,7 +144,7 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
             "HDET start race (%d steps, LR x %s): probe losses %s%s; the run starts at %.3gx --learning_rate "
             "(gap %.4f, %.1f standard errors).",
             steps,
-            ", ".join(f"{m:.3g}" for m in multipliers),
+            ", ".join(f"{m:.3g}" for m in decision.multipliers),
             ", ".join(f"{x:.4f}" for x in decision.probe_losses),
             below_note,
             decision.scale,
