@@ -31,6 +31,8 @@ same loop, the same data order and the same schedule (`OneCycleAutoLR` with no s
 - ``paper``: the reference's own defaults with auto-LR on (additive, temperature 0.002, lambda 0.5, beta 0.9,
   spread 0.5), interval and warm-up as ``readme``; ``paper_no_horizon`` the same with ``comparison_horizon=0``
   (what ``paper`` ran before session 31).
+- ``readme_race``: ``readme`` plus ``scheduler.start_race(...)`` before the first step (60 steps; HDETTrainer's
+  start race, session 45).
 
 Every HDET row starts at ``--best_lr`` x 0.1 (``low``), x 1 (``best``) and x 3 (``high``), or x 10 (``top``, when
 asked for in ``--starts``). The loop clips gradients at 1.0 (the Trainer's default, so the numbers sit beside
@@ -133,7 +135,13 @@ HDET_ROWS: dict[str, tuple[dict[str, Any], bool, str | None]] = {
     "no_probe_no_model_T20": ({**NO_HORIZON, "model_sync_interval": 20, "controller_time_scale": "run"}, False, None),
     "paper": (PAPER_KWARGS, False, "module"),
     "paper_no_horizon": ({**PAPER_KWARGS, "comparison_horizon": 0.0}, False, "module"),
+    # README's call plus `scheduler.start_race(...)` before the first step (session 45): HDETTrainer's start race.
+    "readme_race": (README_KWARGS, True, "module"),
 }
+# Rows that call `OneCycleAutoLR.start_race` (60 steps, one replica's batch a step, the probe's examples one per
+# probe batch) before the loop's first step.
+RACE_ROWS = {"readme_race"}
+RACE_STEPS = 60
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -279,6 +287,22 @@ def worker(args: argparse.Namespace) -> None:
             probe_fn=(lambda: mean_loss(module, [probe_batch])) if with_probe else None,
             **kwargs,
         )
+        race = None
+        if spec["row"] in RACE_ROWS:
+            # The race's batches as HDETTrainer draws them: train blocks after the probe's, in an order seeded by the
+            # seed, the same on every rank; the probe's blocks one per probe batch (a paired test over them).
+            generator = torch.Generator().manual_seed(spec["seed"] * 1_000_003 + 40)
+            skip = min(args.probe_size, len(train_ds) - 1)
+            order = (skip + torch.randperm(len(train_ds) - skip, generator=generator)).tolist()
+            race_batches = [
+                collate([train_ds[order[(i * args.batch_size + j) % len(order)]] for j in range(args.batch_size)])
+                for i in range(RACE_STEPS)
+            ]
+            probe_batches = [collate([train_ds[i]]) for i in range(min(args.probe_size, len(train_ds)))]
+            race = scheduler.start_race(
+                model, race_batches, lambda m, b: m(**b).loss, probe_batches, steps=RACE_STEPS,
+                max_grad_norm=args.max_grad_norm if args.max_grad_norm > 0 else None,
+            )  # fmt: skip
         sampler = DistributedSampler(train_ds, shuffle=True, seed=spec["seed"], drop_last=True)
         loader = DataLoader(
             train_ds, batch_size=args.batch_size, sampler=sampler, collate_fn=collate, drop_last=True
@@ -316,6 +340,7 @@ def worker(args: argparse.Namespace) -> None:
             ],
             "lr_rank0_per_step": lrs if info.rank == 0 else None,
             "config": engine.config.to_dict(),
+            "start_race": None if race is None else rounded(race.to_dict()),
             # What each converge measured and decided while the controller explored, for reading a run's votes.
             "trajectory": compact_trajectory(engine.recorder.record.trajectory) if info.rank == 0 else None,
         }

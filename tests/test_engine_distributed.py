@@ -694,3 +694,39 @@ def test_a_forced_converge_right_after_a_resume_averages_replicas_left_apart(vot
         assert not torch.equal(before[0], before[1]), run  # apart when saved
         assert torch.equal(after[0], after[1]), run
         torch.testing.assert_close(after[0], (before[0] + before[1]) / 2, rtol=0, atol=1e-6)
+
+
+def drop_in_race(tmp_path, name, max_lr, race):
+    torchrun("engine_worker.py", 2, ["drop_in_race", str(tmp_path / name), max_lr, race])
+    return load_ranks(tmp_path / name, 2)
+
+
+def test_the_drop_in_start_race_raises_a_start_far_below_and_keeps_the_initial_weights(tmp_path):
+    plain = drop_in_race(tmp_path, "plain", "1e-4", "none")
+    raced = drop_in_race(tmp_path, "raced", "1e-4", "lowers")
+    decision = raced[0]["decision"]
+    assert decision == raced[1]["decision"]  # one decision, taken alike on every rank
+    assert decision["scale"] == pytest.approx(10.0) and decision["start_came_last"]
+    assert decision["gap"] >= 2.0 * decision["standard_error"] > 0
+    assert raced[0]["record"] == {**decision, "steps": 20}  # in the schedule's record (hdet_schedule.json)
+    for rank in raced:
+        # The race put the initial weights back (bit for bit); the first step runs at 10x the schedule.
+        for b, a in zip(rank["before"], rank["after_race"]):
+            assert torch.equal(b, a)
+        assert rank["lrs"][0] == pytest.approx(10 * rank["lr_before"])
+    assert [r["lrs"][0] for r in plain] == [r["lr_before"] for r in plain]
+    # The run itself differs from the one without a race from the first step on.
+    assert not torch.equal(plain[0]["final"][0], raced[0]["final"][0])
+
+
+def test_a_drop_in_race_that_changes_nothing_leaves_the_run_bit_identical(tmp_path):
+    # At LR 1 the copies at 2.15-10x the start do worse (Adam on a small regression), so the start does not come
+    # last: no raise; lowers=False, so no lowering either. The run is then the run without a race, bit for bit.
+    plain = drop_in_race(tmp_path, "plain", "1.0", "none")
+    raced = drop_in_race(tmp_path, "raced", "1.0", "raise_only")
+    decision = raced[0]["decision"]
+    assert decision["scale"] == 1.0 and not decision["start_came_last"] and decision["below_probe_loss"] is None
+    for p, r in zip(plain, raced):
+        assert p["lrs"] == r["lrs"]
+        for a, b in zip(p["final"], r["final"]):
+            assert torch.equal(a, b)

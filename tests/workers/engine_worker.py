@@ -793,6 +793,57 @@ def scenario_votes(rank: int, world: int) -> dict:
     }
 
 
+def scenario_drop_in_race(rank: int, world: int, max_lr: str, race: str) -> dict:
+    """The drop-in's start race (``OneCycleAutoLR.start_race``) on a linear regression, then 12 steps of the loop;
+    ``race`` "none" skips the call (the run without a race)."""
+    torch.manual_seed(0)  # the same initial weights on every rank
+    target = torch.randn(8, 1)
+    shared = torch.Generator().manual_seed(123)  # the race's batches and the probe: the same on every rank
+
+    def example_batch(n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.randn(n, 8, generator=generator)
+        return x, x @ target + 0.1 * torch.randn(n, 1, generator=generator)
+
+    race_batches = [example_batch(16, shared) for _ in range(20)]
+    probe_batches = [example_batch(1, shared) for _ in range(16)]
+    model = nn.Linear(8, 1)
+    ddp = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=float(max_lr))
+    sched = OneCycleAutoLR(
+        opt, max_lr=float(max_lr), total_steps=12, ensemble_lr_spread_ratio=0.25, model_sync_interval=4,
+        enable_auto_lr=True, auto_lr_warmup_steps=4, model=ddp, probe_fn=None,
+    )  # fmt: skip
+
+    def loss_fn(module: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        return (module(x) - y).pow(2).mean()
+
+    before = [p.detach().clone() for p in model.parameters()]
+    lr_before = opt.param_groups[0]["lr"]
+    decision = None
+    if race != "none":
+        decision = sched.start_race(ddp, race_batches, loss_fn, probe_batches, steps=20, lowers=race == "lowers")
+    after_race = [p.detach().clone() for p in model.parameters()]
+    lrs = [opt.param_groups[0]["lr"]]
+    own = torch.Generator().manual_seed(rank)
+    for _ in range(12):
+        loss = loss_fn(ddp, example_batch(8, own))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step(loss)
+        lrs.append(opt.param_groups[0]["lr"])
+    return {
+        "decision": None if decision is None else decision.to_dict(),
+        "before": before,
+        "after_race": after_race,
+        "lr_before": lr_before,
+        "lrs": lrs,
+        "final": [p.detach().clone() for p in model.parameters()],
+        "record": sched.engine.recorder.record.extra.get("start_race"),
+    }
+
+
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     init_process_group()
