@@ -21,6 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LRScheduler, OneCycleLR
 from tqdm.auto import tqdm
 
+from .collectives import gather_rows
 from .config import DEFAULT_START_RACE_STEPS, HDETConfig
 from .engine import ConvergeReport, HDETEngine
 from .learning_rates import set_group_lr
@@ -121,6 +122,29 @@ class HDETLRScheduler(LRScheduler):
         self.last_epoch = self.inner.last_epoch
         self._schedule_lrs = [float(x) for x in self.inner.get_last_lr()]
         self.reapply()
+
+
+def _checksum(batches: Sequence[Any]) -> float:
+    """A float64 sum over every tensor in ``batches`` (dicts, lists and tuples walked), each weighted by its position,
+    to tell whether two ranks hold the same batches."""
+    total, position = 0.0, 0
+
+    def walk(item: Any) -> None:
+        nonlocal total, position
+        if isinstance(item, torch.Tensor):
+            position += 1
+            values = torch.nan_to_num(item.detach().to("cpu", torch.float64).flatten(), posinf=1.0, neginf=-1.0)
+            weights = torch.arange(1, values.numel() + 1, dtype=torch.float64)
+            total += position * float((values * weights).sum())
+        elif isinstance(item, dict):
+            for key in sorted(item, key=str):
+                walk(item[key])
+        elif isinstance(item, (list, tuple)):
+            for element in item:
+                walk(element)
+
+    walk(list(batches))
+    return total
 
 
 class OneCycleAutoLR(OneCycleLR):
@@ -448,6 +472,18 @@ class OneCycleAutoLR(OneCycleLR):
         optimizer = self.optimizer
         rank0 = self.engine.rank == 0
         race_batches = list(train_batches[:steps])
+        # Batches that differ between ranks would compare the copies on different examples (the paired test over
+        # the probe would be meaningless): one gather of two checksums refuses them on every rank alike.
+        mine = torch.tensor([_checksum(race_batches), _checksum(list(probe_batches))], dtype=torch.float64)
+        device = next(module.parameters()).device
+        every = gather_rows(mine, self.engine.rank, self.engine.world_size, device=device, group=self.engine.group)
+        differ = [name for c, name in enumerate(("train_batches", "probe_batches")) if not bool((every[:, c] == every[0, c]).all())]
+        if differ:
+            raise ValueError(
+                f"start_race() needs the same {' and '.join(differ)} on every rank (each copy trains and is scored on "
+                "them), but they differ between ranks. Draw them with a generator seeded alike on every rank, not "
+                "from the loop's DistributedSampler."
+            )
 
         def train_copy(multiplier: float) -> None:
             bar = tqdm(race_batches, desc=f"HDET start race (LR x {multiplier:.3g})", disable=not rank0, leave=False)

@@ -730,3 +730,10 @@ def test_a_drop_in_race_that_changes_nothing_leaves_the_run_bit_identical(tmp_pa
         assert p["lrs"] == r["lrs"]
         for a, b in zip(p["final"], r["final"]):
             assert torch.equal(a, b)
+
+
+def test_a_drop_in_race_on_batches_that_differ_between_ranks_is_refused_on_every_rank(tmp_path):
+    ranks = drop_in_race(tmp_path, "differ", "1e-4", "differing_probe")
+    for rank in ranks:
+        assert "probe_batches on every rank" in rank["error"] and "train_batches" not in rank["error"]
+        assert all(torch.equal(a, b) for a, b in zip(rank["before"], rank["weights"]))  # nothing trained

@@ -821,7 +821,13 @@ def scenario_drop_in_race(rank: int, world: int, max_lr: str, race: str) -> dict
     before = [p.detach().clone() for p in model.parameters()]
     lr_before = opt.param_groups[0]["lr"]
     decision = None
-    if race != "none":
+    if race == "differing_probe":  # each rank its own probe examples: refused on every rank alike
+        own_probe = [example_batch(1, torch.Generator().manual_seed(rank)) for _ in range(16)]
+        try:
+            sched.start_race(ddp, race_batches, loss_fn, own_probe, steps=20)
+        except ValueError as error:
+            return {"error": str(error), "weights": [p.detach().clone() for p in model.parameters()], "before": before}
+    elif race != "none":
         decision = sched.start_race(ddp, race_batches, loss_fn, probe_batches, steps=20, lowers=race == "lowers")
     after_race = [p.detach().clone() for p in model.parameters()]
     lrs = [opt.param_groups[0]["lr"]]
