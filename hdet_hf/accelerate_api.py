@@ -7,7 +7,7 @@ of ``accelerator.prepare`` and one ``step(loss)`` call after ``optimizer.step()`
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -15,7 +15,7 @@ import torch.distributed as dist
 from accelerate import Accelerator
 from torch import nn
 
-from .config import HDETConfig
+from .config import DEFAULT_START_RACE_STEPS, HDETConfig
 from .engine import ConvergeReport, HDETEngine
 from .hsdp import (
     CHECKPOINT_FILENAME,
@@ -29,8 +29,10 @@ from .hsdp import (
     sharded_state,
 )
 from .process import check_launch_seen
+from .race_runner import race_user_batches
 from .schedulers import HDETLRScheduler
 from .score_window import COOLDOWN_SIGNALS
+from .start_race import RaceDecision
 
 __all__ = ["HDETAccelerate"]
 
@@ -129,16 +131,17 @@ class HDETAccelerate:
                 "HDETConfig(controller_signal='train_and_averaged_probe') with HDETAccelerate."
             )
         if self.config.start_race_steps:
-            # The race trains on chosen batches before the first step, which only HDETTrainer can build (unset,
-            # the default races only there: a custom loop runs without it).
+            # The race trains on chosen batches before the first step, which a custom loop owns: it calls
+            # `start_race` with them (unset, the default races in HDETTrainer only).
             raise ValueError(
-                "HDETConfig(start_race_steps=...) is HDETTrainer-only: a custom loop owns its batches. Drop it "
-                "with HDETAccelerate (start_race_steps=0)."
+                "HDETConfig(start_race_steps=...) is for HDETTrainer, which draws the race's batches itself: a "
+                "custom loop owns its batches. Drop it and call hdet.start_race(train_batches, loss_fn, "
+                "probe_batches, steps=...) after prepare()."
             )
         if self.config.start_race_lowers:
             raise ValueError(
-                "HDETConfig(start_race_lowers=True) lowers through the start race, which is HDETTrainer-only. Drop "
-                "it with HDETAccelerate."
+                "HDETConfig(start_race_lowers=True) is for HDETTrainer's race. Drop it: hdet.start_race(...) lowers "
+                "by default (lowers=False: raise only)."
             )
         check_no_accelerate_sharding(self.accelerator, hsdp=bool(self.config.hsdp_shard_size))
         if self.config.hsdp_shard_size:
@@ -192,6 +195,45 @@ class HDETAccelerate:
         assert self.lr_scheduler is not None
         self.lr_scheduler.step()
         return report
+
+    def start_race(
+        self,
+        train_batches: Sequence[Any],
+        loss_fn: Callable[[nn.Module, Any], torch.Tensor],
+        probe_batches: Sequence[Any],
+        *,
+        steps: int = DEFAULT_START_RACE_STEPS,
+        max_grad_norm: float | None = None,
+        lowers: bool = True,
+    ) -> RaceDecision | None:
+        """The start race (HDETTrainer's default with auto-LR), after ``prepare`` and before the first step.
+
+        As `OneCycleAutoLR.start_race`: the replicas train copies of the initial weights for ``steps`` steps each
+        at the peak LR x 1, 2.15, 4.64 and 10 (and x 0.464 when ``lowers``) on the first ``steps`` of
+        ``train_batches`` (one replica's batch each: with gradient accumulation, the accumulated batch), score each
+        copy on ``probe_batches`` (one loss per batch, paired over the copies) with ``loss_fn(model, batch)``, and
+        start the controller at the decided scale; the run keeps its initial weights, optimizer state and random
+        streams. Both batch lists must be the same on every rank (checked). Whole replicas only (not
+        ``hsdp_shard_size``). Returns the decision (None with one process).
+        """
+        if not self.enabled:
+            return None
+        if self.engine is None:
+            raise RuntimeError("HDETAccelerate.start_race() was called before prepare(): call hdet.prepare(...) first")
+        if self.layout is not None:
+            raise ValueError(
+                "HDETAccelerate.start_race() races whole replicas; with hsdp_shard_size each replica is sharded "
+                "across processes. Start HSDP runs without it."
+            )
+        assert self.model is not None and self.optimizer is not None and self.lr_scheduler is not None
+        decision = race_user_batches(
+            self.engine, self.accelerator.unwrap_model(self.model), self.optimizer, train_batches, loss_fn,
+            probe_batches, steps=steps, max_grad_norm=max_grad_norm, lowers=lowers,
+            switch="HDETConfig(auto_lr=True)",
+        )  # fmt: skip
+        if decision is not None:
+            self.lr_scheduler.reapply()  # the first step's LRs at the decided scale
+        return decision
 
     def converge(self) -> ConvergeReport | None:
         """Average the replicas now (e.g. before evaluating or saving); no controller update. None when they are

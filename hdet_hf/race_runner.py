@@ -12,12 +12,15 @@ the probe losses, and the decision.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm.auto import tqdm
 
 from .collectives import gather_rows
 from .start_race import (
@@ -34,7 +37,7 @@ if TYPE_CHECKING:
     from .config import HDETConfig
     from .engine import HDETEngine
 
-__all__ = ["peak_lr", "race_and_decide"]
+__all__ = ["peak_lr", "race_and_decide", "race_user_batches"]
 
 
 def peak_lr(group: dict) -> float:
@@ -148,3 +151,103 @@ def race_and_decide(
         for group, lr in zip(optimizer.param_groups, schedule_lrs):
             group["lr"] = lr
         model.train(was_training)
+
+
+def race_user_batches(
+    engine: HDETEngine,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    train_batches: Sequence[Any],
+    loss_fn: Callable[[nn.Module, Any], torch.Tensor],
+    probe_batches: Sequence[Any],
+    *,
+    steps: int,
+    max_grad_norm: float | None,
+    lowers: bool,
+    switch: str,
+) -> RaceDecision | None:
+    """The start race of a hand-written loop (``OneCycleAutoLR.start_race``, ``HDETAccelerate.start_race``) on the
+    user's batches and loss function: checks them, races, and starts ``engine``'s controller at the decided scale
+    (the shell then re-applies its LRs). None with one process. ``switch`` names what turns auto-LR on there."""
+    if not engine.config.auto_lr:
+        raise ValueError(
+            f"start_race() sets where the auto-LR controller starts, but auto-LR is off. Pass {switch}, or do "
+            "not call start_race()."
+        )
+    if engine.step != 0 or any(len(state) for state in optimizer.state.values()):
+        raise RuntimeError(
+            "start_race() runs before the first optimizer step, but this run has already stepped. Call it "
+            "before the loop's first step."
+        )
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1 (60 measured), got {steps!r}.")
+    if len(train_batches) < steps:
+        raise ValueError(
+            f"start_race() trains each copy for steps={steps} steps, one batch each, but train_batches has "
+            f"{len(train_batches)}. Pass at least {steps} batches, or fewer steps."
+        )
+    if len(probe_batches) < 2:
+        raise ValueError(
+            "start_race() compares the copies by paired standard errors over probe_batches, which needs at "
+            f"least 2 batches (e.g. 32 of one example each), got {len(probe_batches)}."
+        )
+    if max_grad_norm is not None and not max_grad_norm > 0:
+        raise ValueError(f"max_grad_norm must be > 0 or None (no clipping), got {max_grad_norm!r}.")
+    if engine.world_size < 2:
+        warnings.warn("start_race(): one process, one replica: nothing to race.", stacklevel=3)
+        return None
+    module = model.module if isinstance(model, DistributedDataParallel) else model
+    rank0 = engine.rank == 0
+    race_batches = list(train_batches[:steps])
+    # Batches that differ between ranks would compare the copies on different examples (the paired test over
+    # the probe would be meaningless): one gather of two checksums refuses them on every rank alike.
+    mine = torch.tensor([_checksum(race_batches), _checksum(list(probe_batches))], dtype=torch.float64)
+    device = next(module.parameters()).device
+    every = gather_rows(mine, engine.rank, engine.world_size, device=device, group=engine.group)
+    names = ("train_batches", "probe_batches")
+    differ = [name for c, name in enumerate(names) if not bool((every[:, c] == every[0, c]).all())]
+    if differ:
+        raise ValueError(
+            f"start_race() needs the same {' and '.join(differ)} on every rank (each copy trains and is scored on "
+            "them), but they differ between ranks. Draw them with a generator seeded alike on every rank, not "
+            "from the loop's DistributedSampler."
+        )
+
+    def train_copy(multiplier: float) -> None:
+        bar = tqdm(race_batches, desc=f"HDET start race (LR x {multiplier:.3g})", disable=not rank0, leave=False)
+        for batch in bar:
+            loss_fn(module, batch).backward()
+            if max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(module.parameters(), max_grad_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+    def score() -> torch.Tensor:
+        return torch.stack([loss_fn(module, batch).detach().reshape(()) for batch in probe_batches])
+
+    decision = race_and_decide(module, optimizer, engine, engine.config, train_copy, score, lowers)
+    engine.start_at_scale(decision.scale, race={**decision.to_dict(), "steps": steps})
+    return decision
+
+
+def _checksum(batches: Sequence[Any]) -> float:
+    """A float64 sum over every tensor in ``batches`` (dicts, lists and tuples walked), each weighted by its position,
+    to tell whether two ranks hold the same batches."""
+    total, position = 0.0, 0
+
+    def walk(item: Any) -> None:
+        nonlocal total, position
+        if isinstance(item, torch.Tensor):
+            position += 1
+            values = torch.nan_to_num(item.detach().to("cpu", torch.float64).flatten(), posinf=1.0, neginf=-1.0)
+            weights = torch.arange(1, values.numel() + 1, dtype=torch.float64)
+            total += position * float((values * weights).sum())
+        elif isinstance(item, dict):
+            for key in sorted(item, key=str):
+                walk(item[key])
+        elif isinstance(item, (list, tuple)):
+            for element in item:
+                walk(element)
+
+    walk(list(batches))
+    return total

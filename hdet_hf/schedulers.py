@@ -19,13 +19,11 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LRScheduler, OneCycleLR
-from tqdm.auto import tqdm
 
-from .collectives import gather_rows
 from .config import DEFAULT_START_RACE_STEPS, HDETConfig
 from .engine import ConvergeReport, HDETEngine
 from .learning_rates import set_group_lr
-from .race_runner import race_and_decide
+from .race_runner import race_user_batches
 from .start_race import RaceDecision
 
 __all__ = ["HDETLRScheduler", "OneCycleAutoLR", "one_cycle_base_schedule"]
@@ -122,29 +120,6 @@ class HDETLRScheduler(LRScheduler):
         self.last_epoch = self.inner.last_epoch
         self._schedule_lrs = [float(x) for x in self.inner.get_last_lr()]
         self.reapply()
-
-
-def _checksum(batches: Sequence[Any]) -> float:
-    """A float64 sum over every tensor in ``batches`` (dicts, lists and tuples walked), each weighted by its position,
-    to tell whether two ranks hold the same batches."""
-    total, position = 0.0, 0
-
-    def walk(item: Any) -> None:
-        nonlocal total, position
-        if isinstance(item, torch.Tensor):
-            position += 1
-            values = torch.nan_to_num(item.detach().to("cpu", torch.float64).flatten(), posinf=1.0, neginf=-1.0)
-            weights = torch.arange(1, values.numel() + 1, dtype=torch.float64)
-            total += position * float((values * weights).sum())
-        elif isinstance(item, dict):
-            for key in sorted(item, key=str):
-                walk(item[key])
-        elif isinstance(item, (list, tuple)):
-            for element in item:
-                walk(element)
-
-    walk(list(batches))
-    return total
 
 
 class OneCycleAutoLR(OneCycleLR):
@@ -430,77 +405,25 @@ class OneCycleAutoLR(OneCycleLR):
         each copy on ``probe_batches``: one loss per batch (e.g. 32 batches of one held-out example each), paired
         over the copies. The run keeps its initial weights, optimizer state and random streams; the controller
         starts at the scale the rule of `hdet_hf.start_race` decides (a start far below the right LR is raised, one
-        that stalls is lowered one step, otherwise nothing changes), recorded in ``trajectory``'s schedule record.
+        that stalls is lowered one step, otherwise nothing changes), recorded in the schedule's record
+        (``engine.recorder.record.extra["start_race"]``, hdet_schedule.json).
 
         ``model``: the model being trained (the DistributedDataParallel wrapper or its module: the race trains the
         module, so no gradients are all-reduced while each replica races its own LR). ``loss_fn(model, batch)``
         returns the mean loss of ``batch`` under ``model`` (the loop's own forward: autocast inside it if the loop
-        uses it). ``train_batches`` and ``probe_batches`` must be the same on every rank (e.g. drawn with a seeded
-        generator), so every rank decides alike; the race draws no data of its own. ``max_grad_norm``: clip as the
-        loop does. Costs ceil(5 / N) x ``steps`` extra steps per replica (N processes; ``lowers=False``: ceil(4 /
-        N), and ``steps`` more when it raises). Call it after building the scheduler and before the first
-        ``optimizer.step()``; with one process it races nothing and returns None.
+        uses it). ``train_batches`` (one rank's batch each) and ``probe_batches`` must be the same on every rank
+        (e.g. drawn with a seeded generator): they are checked, and refused where they differ. ``max_grad_norm``:
+        clip as the loop does. Costs ceil(5 / N) x ``steps`` extra steps per replica (N processes;
+        ``lowers=False``: ceil(4 / N), and ``steps`` more when it raises). Call it after building the scheduler and
+        before the first ``optimizer.step()``; with one process it races nothing and returns None.
         """
-        if not self.hdet_config.auto_lr:
-            raise ValueError(
-                "start_race() sets where the auto-LR controller starts, but enable_auto_lr is False. Pass "
-                "enable_auto_lr=True to OneCycleAutoLR, or do not call start_race()."
-            )
-        if self.engine.step != 0 or any(len(state) for state in self.optimizer.state.values()):
-            raise RuntimeError(
-                "start_race() runs before the first optimizer step, but this run has already stepped. Call it right "
-                "after building the scheduler."
-            )
-        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-            raise ValueError(f"steps must be an integer >= 1 (60 measured), got {steps!r}.")
-        if len(train_batches) < steps:
-            raise ValueError(
-                f"start_race() trains each copy for steps={steps} steps, one batch each, but train_batches has "
-                f"{len(train_batches)}. Pass at least {steps} batches, or fewer steps."
-            )
-        if len(probe_batches) < 2:
-            raise ValueError(
-                "start_race() compares the copies by paired standard errors over probe_batches, which needs at "
-                f"least 2 batches (e.g. 32 of one example each), got {len(probe_batches)}."
-            )
-        if max_grad_norm is not None and not max_grad_norm > 0:
-            raise ValueError(f"max_grad_norm must be > 0 or None (no clipping), got {max_grad_norm!r}.")
-        if self.engine.world_size < 2:
-            warnings.warn("OneCycleAutoLR.start_race(): one process, one replica: nothing to race.", stacklevel=2)
-            return None
-        module = model.module if isinstance(model, DistributedDataParallel) else model
-        optimizer = self.optimizer
-        rank0 = self.engine.rank == 0
-        race_batches = list(train_batches[:steps])
-        # Batches that differ between ranks would compare the copies on different examples (the paired test over
-        # the probe would be meaningless): one gather of two checksums refuses them on every rank alike.
-        mine = torch.tensor([_checksum(race_batches), _checksum(list(probe_batches))], dtype=torch.float64)
-        device = next(module.parameters()).device
-        every = gather_rows(mine, self.engine.rank, self.engine.world_size, device=device, group=self.engine.group)
-        differ = [name for c, name in enumerate(("train_batches", "probe_batches")) if not bool((every[:, c] == every[0, c]).all())]
-        if differ:
-            raise ValueError(
-                f"start_race() needs the same {' and '.join(differ)} on every rank (each copy trains and is scored on "
-                "them), but they differ between ranks. Draw them with a generator seeded alike on every rank, not "
-                "from the loop's DistributedSampler."
-            )
-
-        def train_copy(multiplier: float) -> None:
-            bar = tqdm(race_batches, desc=f"HDET start race (LR x {multiplier:.3g})", disable=not rank0, leave=False)
-            for batch in bar:
-                loss_fn(module, batch).backward()
-                if max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(module.parameters(), max_grad_norm)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-
-        def score() -> torch.Tensor:
-            return torch.stack([loss_fn(module, batch).detach().reshape(()) for batch in probe_batches])
-
-        decision = race_and_decide(module, optimizer, self.engine, self.hdet_config, train_copy, score, lowers)
-        self.engine.start_at_scale(decision.scale, race={**decision.to_dict(), "steps": steps})
-        # The first step's LRs were set when the scheduler was built, at scale 1.
-        self._last_lr = self.engine.apply_lr()
+        decision = race_user_batches(
+            self.engine, model, self.optimizer, train_batches, loss_fn, probe_batches,
+            steps=steps, max_grad_norm=max_grad_norm, lowers=lowers, switch="enable_auto_lr=True to OneCycleAutoLR",
+        )  # fmt: skip
+        if decision is not None:
+            # The first step's LRs were set when the scheduler was built, at scale 1.
+            self._last_lr = self.engine.apply_lr()
         return decision
 
     def _follow_engine_horizon(self) -> None:

@@ -737,3 +737,16 @@ def test_a_drop_in_race_on_batches_that_differ_between_ranks_is_refused_on_every
     for rank in ranks:
         assert "probe_batches on every rank" in rank["error"] and "train_batches" not in rank["error"]
         assert all(torch.equal(a, b) for a, b in zip(rank["before"], rank["weights"]))  # nothing trained
+
+
+@pytest.mark.parametrize("gradient_sync", ["shared", "local"])
+def test_hdet_accelerate_start_race_raises_a_start_far_below(tmp_path, gradient_sync):
+    torchrun("engine_worker.py", 2, ["accelerate_race", str(tmp_path), gradient_sync])
+    ranks = load_ranks(tmp_path, 2)
+    decision = ranks[0]["decision"]
+    assert decision == ranks[1]["decision"] and decision["scale"] == pytest.approx(10.0)
+    assert ranks[0]["record"] == {**decision, "steps": 20}
+    for rank in ranks:
+        assert all(torch.equal(a, b) for a, b in zip(rank["before"], rank["after_race"]))
+        # The first step's base LR at 10x (this rank's step-size multiplier on top, the same before and after).
+        assert rank["lrs"][0] == pytest.approx(10 * rank["lr_before"])

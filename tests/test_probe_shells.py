@@ -92,15 +92,16 @@ def test_accelerate_api_refuses_the_start_race_before_preparing():
         warnings.simplefilter("ignore")
         hdet = HDETAccelerate(accelerator, config, total_steps=8)
     model = torch.nn.Linear(4, 1)
-    with pytest.raises(ValueError, match=r"start_race_steps=\.\.\.\) is HDETTrainer-only"):
+    with pytest.raises(ValueError, match=r"start_race_steps=\.\.\.\) is for HDETTrainer.*call hdet.start_race"):
         hdet.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), probe_fn=lambda: 0.0)
     assert hdet.engine is None  # refused before anything was prepared
-    # Asking for the race's lowering is refused alike (unset, the default, races and lowers only in HDETTrainer).
+    # Asking for the race's lowering is refused alike (unset, the default, races and lowers only in HDETTrainer; a
+    # custom loop calls hdet.start_race, which lowers by default).
     config = HDETConfig(auto_lr=True, start_race_lowers=True, sync_interval=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         hdet = HDETAccelerate(accelerator, config, total_steps=8)
-    with pytest.raises(ValueError, match=r"start_race_lowers=True\) lowers through the start race"):
+    with pytest.raises(ValueError, match=r"start_race_lowers=True\) is for HDETTrainer's race"):
         hdet.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), probe_fn=lambda: 0.0)
     assert hdet.engine is None
 

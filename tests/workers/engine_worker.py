@@ -850,6 +850,53 @@ def scenario_drop_in_race(rank: int, world: int, max_lr: str, race: str) -> dict
     }
 
 
+def scenario_accelerate_race(rank: int, world: int, gradient_sync: str) -> dict:
+    """HDETAccelerate.start_race far below the right LR (AdamW at 1e-4 on a regression), then 4 steps of the loop."""
+    from accelerate import Accelerator
+
+    from hdet_hf import HDETAccelerate
+
+    accelerator = Accelerator(cpu=True)
+    torch.manual_seed(0)
+    target = torch.randn(8, 1)
+    shared = torch.Generator().manual_seed(123)
+
+    def example_batch(n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.randn(n, 8, generator=generator)
+        return x, x @ target + 0.1 * torch.randn(n, 1, generator=generator)
+
+    race_batches = [example_batch(16, shared) for _ in range(20)]
+    probe_batches = [example_batch(1, shared) for _ in range(16)]
+    model = nn.Linear(8, 1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    config = HDETConfig(auto_lr=True, sync_interval=2, lr_spread=0.25, gradient_sync=gradient_sync,
+                        controller_signal="train_loss", start_race_steps=0)  # fmt: skip
+    hdet = HDETAccelerate(accelerator, config, total_steps=8)
+    model, opt, sched = hdet.prepare(model, opt)
+    before = [p.detach().clone() for p in accelerator.unwrap_model(model).parameters()]
+    lr_before = opt.param_groups[0]["lr"]
+
+    def loss_fn(module: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        return (module(x) - y).pow(2).mean()
+
+    decision = hdet.start_race(race_batches, loss_fn, probe_batches, steps=20)
+    after_race = [p.detach().clone() for p in accelerator.unwrap_model(model).parameters()]
+    lrs = [opt.param_groups[0]["lr"]]
+    own = torch.Generator().manual_seed(rank)
+    for _ in range(4):
+        loss = loss_fn(model, example_batch(8, own))
+        accelerator.backward(loss)
+        opt.step()
+        hdet.step(loss)
+        opt.zero_grad()
+        lrs.append(opt.param_groups[0]["lr"])
+    return {
+        "decision": decision.to_dict(), "before": before, "after_race": after_race, "lr_before": lr_before,
+        "lrs": lrs, "record": hdet.engine.recorder.record.extra.get("start_race"),
+    }  # fmt: skip
+
+
 def main() -> None:
     scenario, dump_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     init_process_group()
