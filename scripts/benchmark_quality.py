@@ -276,8 +276,9 @@ CONTROLLER_IDEAS = (
     ("early_smooth", "train_and_averaged_probe, lambda 3, beta 0.8, explore_until 0.4", {"controller_signal": "train_and_averaged_probe", "controller_lr": 3.0, "controller_momentum": 0.8, "explore_until": 0.4}),
 )
 # "third" (1/3 of the best LR) for the signal map below, which runs the spread at four fixed LRs; "fifth" and
-# "third" also for the rows whose start race raises to the largest candidate (`_largest`): starts between 10x below
-# and the best LR, where such a raise could start a run above the best LR (session 45).
+# "third" also for the rows whose start race raises to the largest candidate (`_largest`) and their pairs that raise
+# to the winner (`_race60_lower`): starts between 10x below and the best LR, where a raise to the largest candidate
+# could start a run above the best LR (session 45).
 START_FACTORS = {"best": 1.0, "low": 0.1, "fifth": 0.2, "third": 1 / 3, "high": 3.0}
 BETWEEN_STARTS = ("fifth", "third")
 GROUPS = ("sweep", "core", "paper", "variants", "risks", "stability", "controller")
@@ -535,7 +536,7 @@ def plan_hdet(
     # Issue 10: the controller's score and when it acts, each idea a setting, from all three starts, on top of
     # the library's current defaults (shared, spread 0.25, T 10, lambda 1.5, beta 0.5).
     for label, note, extra in CONTROLLER_IDEAS:
-        for start in starts + (BETWEEN_STARTS if label.endswith("_largest") else ()):
+        for start in starts + (BETWEEN_STARTS if label.endswith(("_race60_lower", "_largest")) else ()):
             add(f"shared_{label}_{start}", "controller", start, label, note, gradient_sync="shared", **{**tuned, **extra})
     # The signal map: the spread alone (no controller) at four fixed LRs around the best, T 3 % of the run, to
     # see what the replicas' comparison says at each LR and phase (scripts/controller_slopes.py reads it).
