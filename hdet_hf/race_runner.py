@@ -193,10 +193,17 @@ def race_user_batches(
         )
     if max_grad_norm is not None and not max_grad_norm > 0:
         raise ValueError(f"max_grad_norm must be > 0 or None (no clipping), got {max_grad_norm!r}.")
+    module = model.module if isinstance(model, DistributedDataParallel) else model
+    stepped = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    if not {id(p) for p in module.parameters() if p.requires_grad} <= stepped:
+        # Else the copies would train nothing the optimizer steps: every copy equal, a race that says nothing.
+        raise ValueError(
+            "start_race() trains the model's copies with the run's optimizer, but some of the model's trainable "
+            "parameters are not in the optimizer. Pass the model the optimizer was built for."
+        )
     if engine.world_size < 2:
         warnings.warn("start_race(): one process, one replica: nothing to race.", stacklevel=3)
         return None
-    module = model.module if isinstance(model, DistributedDataParallel) else model
     rank0 = engine.rank == 0
     race_batches = list(train_batches[:steps])
     # Batches that differ between ranks would compare the copies on different examples (the paired test over

@@ -38,6 +38,8 @@ def test_refuses_what_it_cannot_race():
         sched.start_race(model, BATCHES, loss_fn, PROBE, steps=0)
     with pytest.raises(ValueError, match="max_grad_norm"):
         sched.start_race(model, BATCHES, loss_fn, PROBE, steps=5, max_grad_norm=0.0)
+    with pytest.raises(ValueError, match="not in the optimizer"):  # another model than the optimizer's
+        sched.start_race(nn.Linear(3, 1), BATCHES, loss_fn, PROBE, steps=5)
 
 
 def test_after_the_first_step_it_is_too_late():
