@@ -1,7 +1,8 @@
 """Running the start race's copies and deciding on every rank alike (the rule itself: `start_race.py`).
 
-Shared by the two shells that race: HDETTrainer (`trainer_race.py`, the Trainer's data and compute_loss) and the
-drop-in scheduler (`OneCycleAutoLR.start_race`, the user's batches and loss function). A shell says how one copy
+Shared by the shells that race: HDETTrainer (`trainer_race.py`, the Trainer's data and compute_loss), and the
+drop-in scheduler and the Accelerate API (`OneCycleAutoLR.start_race`, `HDETAccelerate.start_race`, through
+`race_user_batches`: the user's batches and loss function). A shell says how one copy
 trains (``train_copy``: the race's steps from the weights as they are, at the LRs already set) and how the weights
 are scored (``score``: one loss per probe example, the same examples on every rank); this module owns the rest:
 which replica races which copy, putting the initial weights, optimizer state and random streams back before every

@@ -6,6 +6,7 @@ import dataclasses
 import os
 import sys
 import warnings
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -793,19 +794,29 @@ def scenario_votes(rank: int, world: int) -> dict:
     }
 
 
-def scenario_drop_in_race(rank: int, world: int, max_lr: str, race: str) -> dict:
-    """The drop-in's start race (``OneCycleAutoLR.start_race``) on a linear regression, then 12 steps of the loop;
-    ``race`` "none" skips the call (the run without a race)."""
-    torch.manual_seed(0)  # the same initial weights on every rank
+def regression_race_data() -> tuple[Callable, list, list]:
+    """The race scenarios' linear regression: seeds the global RNG (the same initial weights on every rank) and
+    returns a batch maker, 20 race batches of 16 and 16 probe batches of one (the same on every rank)."""
+    torch.manual_seed(0)
     target = torch.randn(8, 1)
-    shared = torch.Generator().manual_seed(123)  # the race's batches and the probe: the same on every rank
+    shared = torch.Generator().manual_seed(123)
 
     def example_batch(n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         x = torch.randn(n, 8, generator=generator)
         return x, x @ target + 0.1 * torch.randn(n, 1, generator=generator)
 
-    race_batches = [example_batch(16, shared) for _ in range(20)]
-    probe_batches = [example_batch(1, shared) for _ in range(16)]
+    return example_batch, [example_batch(16, shared) for _ in range(20)], [example_batch(1, shared) for _ in range(16)]
+
+
+def regression_loss(module: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    x, y = batch
+    return (module(x) - y).pow(2).mean()
+
+
+def scenario_drop_in_race(rank: int, world: int, max_lr: str, race: str) -> dict:
+    """The drop-in's start race (``OneCycleAutoLR.start_race``) on a linear regression, then 12 steps of the loop;
+    ``race`` "none" skips the call (the run without a race)."""
+    example_batch, race_batches, probe_batches = regression_race_data()
     model = nn.Linear(8, 1)
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=float(max_lr))
@@ -814,26 +825,22 @@ def scenario_drop_in_race(rank: int, world: int, max_lr: str, race: str) -> dict
         enable_auto_lr=True, auto_lr_warmup_steps=4, model=ddp, probe_fn=None,
     )  # fmt: skip
 
-    def loss_fn(module: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        x, y = batch
-        return (module(x) - y).pow(2).mean()
-
     before = [p.detach().clone() for p in model.parameters()]
     lr_before = opt.param_groups[0]["lr"]
     decision = None
     if race == "differing_probe":  # each rank its own probe examples: refused on every rank alike
         own_probe = [example_batch(1, torch.Generator().manual_seed(rank)) for _ in range(16)]
         try:
-            sched.start_race(ddp, race_batches, loss_fn, own_probe, steps=20)
+            sched.start_race(ddp, race_batches, regression_loss, own_probe, steps=20)
         except ValueError as error:
             return {"error": str(error), "weights": [p.detach().clone() for p in model.parameters()], "before": before}
     elif race != "none":
-        decision = sched.start_race(ddp, race_batches, loss_fn, probe_batches, steps=20, lowers=race == "lowers")
+        decision = sched.start_race(ddp, race_batches, regression_loss, probe_batches, steps=20, lowers=race == "lowers")
     after_race = [p.detach().clone() for p in model.parameters()]
     lrs = [opt.param_groups[0]["lr"]]
     own = torch.Generator().manual_seed(rank)
     for _ in range(12):
-        loss = loss_fn(ddp, example_batch(8, own))
+        loss = regression_loss(ddp, example_batch(8, own))
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -857,16 +864,7 @@ def scenario_accelerate_race(rank: int, world: int, gradient_sync: str) -> dict:
     from hdet_hf import HDETAccelerate
 
     accelerator = Accelerator(cpu=True)
-    torch.manual_seed(0)
-    target = torch.randn(8, 1)
-    shared = torch.Generator().manual_seed(123)
-
-    def example_batch(n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        x = torch.randn(n, 8, generator=generator)
-        return x, x @ target + 0.1 * torch.randn(n, 1, generator=generator)
-
-    race_batches = [example_batch(16, shared) for _ in range(20)]
-    probe_batches = [example_batch(1, shared) for _ in range(16)]
+    example_batch, race_batches, probe_batches = regression_race_data()
     model = nn.Linear(8, 1)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     config = HDETConfig(auto_lr=True, sync_interval=2, lr_spread=0.25, gradient_sync=gradient_sync,
@@ -876,16 +874,12 @@ def scenario_accelerate_race(rank: int, world: int, gradient_sync: str) -> dict:
     before = [p.detach().clone() for p in accelerator.unwrap_model(model).parameters()]
     lr_before = opt.param_groups[0]["lr"]
 
-    def loss_fn(module: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        x, y = batch
-        return (module(x) - y).pow(2).mean()
-
-    decision = hdet.start_race(race_batches, loss_fn, probe_batches, steps=20)
+    decision = hdet.start_race(race_batches, regression_loss, probe_batches, steps=20)
     after_race = [p.detach().clone() for p in accelerator.unwrap_model(model).parameters()]
     lrs = [opt.param_groups[0]["lr"]]
     own = torch.Generator().manual_seed(rank)
     for _ in range(4):
-        loss = loss_fn(model, example_batch(8, own))
+        loss = regression_loss(model, example_batch(8, own))
         accelerator.backward(loss)
         opt.step()
         hdet.step(loss)
