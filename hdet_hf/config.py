@@ -44,6 +44,7 @@ MIN_FRACTION_SYNC_INTERVAL = 10
 DEFAULT_START_RACE_STEPS = 60
 # Where a start race that raises starts the run: its winner, or the largest candidate that beat the start clearly.
 START_RACE_RAISES = ("winner", "largest")
+START_RACE_RAISE_ON = ("start_last", "two_steps")
 # The comparison horizon of the default (None) in plain shared mode, as a fraction of the run (reading 12).
 DEFAULT_COMPARISON_HORIZON = 0.1
 # Before the comparison horizon takes over: the step-size fan-out alone, or alternating with the horizon.
@@ -451,6 +452,18 @@ class HDETConfig:
             "candidate that fails (a collapse past the edge of stability) stops any raise (BENCHMARKS.md readings "
             "43 and 49).",
             "choices": list(START_RACE_RAISES),
+        },
+    )
+    start_race_raise_on: str = field(
+        default="start_last",
+        metadata={
+            "help": "What evidence lets the start race raise the start: 'start_last' (default), every larger "
+            "candidate beat the start; 'two_steps', also a race whose probe loss fell with each step up from the "
+            "start through at least two candidates (x 4.64) even where a larger one did worse (past the edge of "
+            "stability a larger copy stalls or collapses, which 'start_last' reads as no evidence). Both keep the "
+            "other gates (the winner --hdet_start_race_significance standard errors ahead, the copy below the "
+            "start behind it). BENCHMARKS.md, reading 51.",
+            "choices": list(START_RACE_RAISE_ON),
         },
     )
     start_race_significance: float = field(
@@ -891,6 +904,11 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('outer_momentum')} must be in [0, 1), but got {self.outer_momentum!r}. Use 0 for plain "
                 "averaging or e.g. 0.9 (DiLoCo)."
+            )
+        if self.start_race_raise_on not in START_RACE_RAISE_ON:
+            raise ValueError(
+                f"{_flag('start_race_raise_on')} must be one of {', '.join(START_RACE_RAISE_ON)}, but got "
+                f"{self.start_race_raise_on!r}."
             )
         if self.start_race_raise_to not in START_RACE_RAISES:
             raise ValueError(

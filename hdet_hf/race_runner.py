@@ -131,7 +131,11 @@ def race_and_decide(
         raced = torch.stack([slots[c % engine.world_size, c // engine.world_size] for c in range(len(copies))])
         per_candidate = raced[: len(multipliers)]
         decision = decide_race(
-            per_candidate, multipliers, config.start_race_significance, config.start_race_raise_to
+            per_candidate,
+            multipliers,
+            config.start_race_significance,
+            config.start_race_raise_to,
+            config.start_race_raise_on,
         )
         below_scores = raced[len(multipliers)] if lowers else None
         if decision.wants_below and below_scores is None:

@@ -54,7 +54,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .config import DEFAULT_START_RACE_STEPS, START_RACE_RAISES
+from .config import DEFAULT_START_RACE_STEPS, START_RACE_RAISE_ON, START_RACE_RAISES
 
 __all__ = [
     "RACE_CANDIDATES",
@@ -173,7 +173,11 @@ def paired_gap(start: torch.Tensor, other: torch.Tensor) -> tuple[float, float]:
 
 
 def decide_race(
-    per_example: torch.Tensor, multipliers: list[float], significance: float, raise_to: str = "winner"
+    per_example: torch.Tensor,
+    multipliers: list[float],
+    significance: float,
+    raise_to: str = "winner",
+    raise_on: str = "start_last",
 ) -> RaceDecision:
     """The starting scale from ``per_example`` (``[candidates, examples]`` probe losses; row 0 raced the start).
 
@@ -185,10 +189,16 @@ def decide_race(
     largest candidate's that beat the start by ``significance`` standard errors ("largest"; at least the winner's):
     the race's pick is a lower bound on the right LR (short-horizon bias, BENCHMARKS.md reading 43), and where every
     candidate beat the start the larger ones that still beat it clearly are no evidence against a larger LR.
-    (``raise_to`` defaults to the rule as first built; HDETConfig's default is "largest".)
+    (``raise_to`` defaults to the rule as first built; HDETConfig's default is "largest".) With ``raise_on``
+    "two_steps" a start that did not come last raises too when the means fell strictly from it through at least
+    two steps up (the winner is candidate 2 or later): a larger candidate past the edge of stability then stalls
+    or collapses, while the two steps show the start is too low (a plateau winner one step up, the false raise
+    the start-last gate is for, does not pass).
     """
     if raise_to not in START_RACE_RAISES:
         raise ValueError(f"raise_to must be one of {START_RACE_RAISES}, got {raise_to!r}.")
+    if raise_on not in START_RACE_RAISE_ON:
+        raise ValueError(f"raise_on must be one of {START_RACE_RAISE_ON}, got {raise_on!r}.")
     losses = per_example.detach().to(torch.float64)
     if losses.dim() != 2 or losses.shape[0] != len(multipliers):
         raise ValueError(
@@ -202,11 +212,13 @@ def decide_race(
         gap, se = paired_gap(losses[0], losses[winner])
     start_came_last = bool(finite[0]) and bool((means[1:] < means[0]).all())
     falls_to_winner = bool((means[1 : winner + 1] < means[:winner]).all())
-    raised = winner != 0 and start_came_last and falls_to_winner and gap > 0 and gap >= significance * se
+    trend = raise_on == "two_steps" and winner >= 2 and bool(finite[0])
+    raised = winner != 0 and (start_came_last or trend) and falls_to_winner and gap > 0 and gap >= significance * se
     scale = multipliers[winner] if raised else 1.0
     if raised and raise_to == "largest":
-        # Every candidate's copy is finite here: the start came last.
         for candidate in range(len(multipliers) - 1, winner, -1):
+            if not bool(finite[candidate]):  # a copy that diverged beat nothing (only where the start was not last)
+                continue
             above_gap, above_se = paired_gap(losses[0], losses[candidate])
             if above_gap > 0 and above_gap >= significance * above_se:
                 scale = multipliers[candidate]

@@ -153,6 +153,39 @@ def test_raise_to_largest_takes_the_largest_candidate_that_beat_the_start_clearl
         decide_race(losses(start, second, winner, top), multipliers, 2.0, raise_to="max")
 
 
+def test_raise_on_two_steps_raises_where_a_larger_copy_collapsed_past_a_falling_trend():
+    # Task c seed 1 from a fifth of its best LR (session 45): the loss fell over two steps up in LR and the 10x copy
+    # (2x the best LR) collapsed, so the start did not come last (probe 1.752, 1.420, 1.100, 1.865).
+    start = [1.75, 1.76, 1.74, 1.75, 1.77, 1.73]
+    jitter = [0.01 * ((i % 3) - 1) for i in range(len(start))]
+    second = [x - 0.33 + j for x, j in zip(start, jitter)]
+    third = [x - 0.65 - j for x, j in zip(start, jitter)]
+    collapsed = [x + 0.11 for x in start]
+    multipliers = [1.0, 2.15, 4.64, 10.0]
+    rows = losses(start, second, third, collapsed)
+    assert decide_race(rows, multipliers, 2.0, raise_to="largest").scale == 1.0  # the default: start_last
+    trend = decide_race(rows, multipliers, 2.0, raise_to="largest", raise_on="two_steps")
+    assert not trend.start_came_last and trend.falls_to_winner and trend.scale == 4.64 and trend.wants_below
+    # A diverged copy above the winner does not stop it either, and never counts as "beat the start".
+    diverged = losses(start, second, third, [math.inf] * len(start))
+    assert decide_race(diverged, multipliers, 2.0, raise_to="largest", raise_on="two_steps").scale == 4.64
+    # One step up is a plateau winner (task f at its best LR, reading 45): no raise, however clear.
+    plateau = losses(start, third, collapsed, collapsed)
+    assert decide_race(plateau, multipliers, 2.0, raise_on="two_steps").scale == 1.0
+    # A dip, a rise and a drop is not a trend: no raise.
+    bumpy = losses(start, third, second, collapsed)
+    assert decide_race(bumpy, multipliers, 2.0, raise_on="two_steps").scale == 1.0
+    # Within the noise: no raise.
+    noisy = [x - 0.01 + 0.3 * (-1) ** i for i, x in enumerate(start)]
+    noisier = [x - 0.02 + 0.3 * (-1) ** i for i, x in enumerate(start)]
+    assert decide_race(losses(start, noisy, noisier, collapsed), multipliers, 2.0, raise_on="two_steps").scale == 1.0
+    with pytest.raises(ValueError, match="raise_on must be one of"):
+        decide_race(rows, multipliers, 2.0, raise_on="trend")
+    assert HDETConfig().start_race_raise_on == "start_last"
+    with pytest.raises(ValueError, match="--hdet_start_race_raise_on must be one of start_last, two_steps"):
+        HDETConfig(start_race_raise_on="trend")
+
+
 def test_the_start_winning_or_diverged_copies_never_raise():
     start = [1.0, 1.1, 0.9]
     assert decide_race(losses(start, [2.0, 2.1, 1.9]), [1.0, 10.0], 2.0).scale == 1.0
