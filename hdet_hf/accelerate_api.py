@@ -214,7 +214,8 @@ class HDETAccelerate:
         copy on ``probe_batches`` (one loss per batch, paired over the copies) with ``loss_fn(model, batch)``, and
         start the controller at the decided scale; the run keeps its initial weights, optimizer state and random
         streams. Both batch lists must be the same on every rank (checked). Whole replicas only (not
-        ``hsdp_shard_size``). Returns the decision (None with one process).
+        ``hsdp_shard_size``). Under fp16 mixed precision the copies step through a copy of the Accelerator's
+        GradScaler, as the run does. Returns the decision (None with one process).
         """
         if not self.enabled:
             return None
@@ -229,7 +230,7 @@ class HDETAccelerate:
         decision = race_user_batches(
             self.engine, self.accelerator.unwrap_model(self.model), self.optimizer, train_batches, loss_fn,
             probe_batches, steps=steps, max_grad_norm=max_grad_norm, lowers=lowers,
-            switch="HDETConfig(auto_lr=True)",
+            switch="HDETConfig(auto_lr=True)", grad_scaler=self.accelerator.scaler,
         )  # fmt: skip
         if decision is not None:
             self.lr_scheduler.reapply()  # the first step's LRs at the decided scale

@@ -38,13 +38,52 @@ if TYPE_CHECKING:
     from .config import HDETConfig
     from .engine import HDETEngine
 
-__all__ = ["peak_lr", "race_and_decide", "race_user_batches"]
+__all__ = ["RaceSteps", "peak_lr", "race_and_decide", "race_user_batches"]
 
 
 def peak_lr(group: dict) -> float:
     """A param group's peak LR under its schedule: OneCycleLR's ``max_lr``, else the schedulers' ``initial_lr``
     (the Trainer's schedules are LambdaLR factors of it that peak at 1), else its current LR."""
     return float(group.get("max_lr", group.get("initial_lr", group["lr"])))
+
+
+class RaceSteps:
+    """One race copy's backward passes and optimizer steps, through the run's GradScaler where it has one (fp16).
+
+    Without it an fp16 race would step on unscaled gradients (small ones underflow to zero in half precision, so a
+    copy learns less than the run would at its LR) and a step with an overflow would write non-finite weights where
+    the run skips it. Each copy takes a fresh scaler with the run's state (scale, growth tracker), so every copy
+    starts alike and the run's own scaler is left as it was; it skips and backs off as the run's would.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        parameters: list[nn.Parameter],
+        max_grad_norm: float | None,
+        run_scaler: torch.amp.GradScaler | None,
+    ) -> None:
+        self.optimizer, self.parameters, self.max_grad_norm = optimizer, parameters, max_grad_norm
+        self.scaler: torch.amp.GradScaler | None = None
+        if run_scaler is not None and run_scaler.is_enabled():
+            self.scaler = torch.amp.GradScaler(run_scaler._device)
+            self.scaler.load_state_dict(run_scaler.state_dict())
+
+    def backward(self, loss: torch.Tensor) -> None:
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+
+    def step(self) -> None:
+        """Unscale (before clipping, as the run does), clip, step (skipped by the scaler on an overflow), zero."""
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        if self.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.parameters, self.max_grad_norm)
+        if self.scaler is None:
+            self.optimizer.step()
+        else:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
 
 
 def race_and_decide(
@@ -170,10 +209,12 @@ def race_user_batches(
     max_grad_norm: float | None,
     lowers: bool,
     switch: str,
+    grad_scaler: torch.amp.GradScaler | None = None,
 ) -> RaceDecision | None:
     """The start race of a hand-written loop (``OneCycleAutoLR.start_race``, ``HDETAccelerate.start_race``) on the
     user's batches and loss function: checks them, races, and starts ``engine``'s controller at the decided scale
-    (the shell then re-applies its LRs). None with one process. ``switch`` names what turns auto-LR on there."""
+    (the shell then re-applies its LRs). None with one process. ``switch`` names what turns auto-LR on there.
+    ``grad_scaler``: the loop's GradScaler (fp16), whose state each copy starts from (`RaceSteps`)."""
     if not engine.config.auto_lr:
         raise ValueError(
             f"start_race() sets where the auto-LR controller starts, but auto-LR is off. Pass {switch}, or do "
@@ -225,14 +266,14 @@ def race_user_batches(
             "from the loop's DistributedSampler."
         )
 
+    trained = [p for p in module.parameters() if p.requires_grad]
+
     def train_copy(multiplier: float) -> None:
+        race_steps = RaceSteps(optimizer, trained, max_grad_norm, grad_scaler)
         bar = tqdm(race_batches, desc=f"HDET start race (LR x {multiplier:.3g})", disable=not rank0, leave=False)
         for batch in bar:
-            loss_fn(module, batch).backward()
-            if max_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(module.parameters(), max_grad_norm)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            race_steps.backward(loss_fn(module, batch))
+            race_steps.step()
 
     def score() -> torch.Tensor:
         return torch.stack([loss_fn(module, batch).detach().reshape(()) for batch in probe_batches])

@@ -397,6 +397,7 @@ class OneCycleAutoLR(OneCycleLR):
         steps: int = DEFAULT_START_RACE_STEPS,
         max_grad_norm: float | None = None,
         lowers: bool = True,
+        grad_scaler: torch.amp.GradScaler | None = None,
     ) -> RaceDecision | None:
         """The start race before the first step (HDETTrainer's default with auto-LR, ``--hdet_start_race_steps``).
 
@@ -413,13 +414,16 @@ class OneCycleAutoLR(OneCycleLR):
         returns the mean loss of ``batch`` under ``model`` (the loop's own forward: autocast inside it if the loop
         uses it). ``train_batches`` (one rank's batch each) and ``probe_batches`` must be the same on every rank
         (e.g. drawn with a seeded generator): they are checked, and refused where they differ. ``max_grad_norm``:
-        clip as the loop does. Costs ceil(5 / N) x ``steps`` extra steps per replica (N processes;
+        clip as the loop does. ``grad_scaler``: the loop's ``torch.amp.GradScaler`` under fp16 (each copy steps
+        through a fresh one with its state, so small gradients do not underflow and an overflow skips the step, as
+        in the loop; the loop's own scaler is not changed). Costs ceil(5 / N) x ``steps`` extra steps per replica (N processes;
         ``lowers=False``: ceil(4 / N), and ``steps`` more when it raises). Call it after building the scheduler and
         before the first ``optimizer.step()``; with one process it races nothing and returns None.
         """
         decision = race_user_batches(
             self.engine, model, self.optimizer, train_batches, loss_fn, probe_batches,
             steps=steps, max_grad_norm=max_grad_norm, lowers=lowers, switch="enable_auto_lr=True to OneCycleAutoLR",
+            grad_scaler=grad_scaler,
         )  # fmt: skip
         if decision is not None:
             # The first step's LRs were set when the scheduler was built, at scale 1.

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tqdm.auto import tqdm
 
-from .race_runner import race_and_decide
+from .race_runner import RaceSteps, race_and_decide
 from .start_race import RaceDecision, race_steps_for_run
 
 if TYPE_CHECKING:
@@ -95,7 +95,12 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     accumulation = max(int(args.gradient_accumulation_steps or 1), 1)
     batches = _race_examples(trainer, steps, micro * accumulation, len(probe_examples) * from_train)
 
+    trained = [p for p in model.parameters() if p.requires_grad]
+    # Under --fp16 on a GPU the Trainer steps through Accelerate's GradScaler; the race steps through a copy of it.
+    run_scaler = getattr(trainer.accelerator, "scaler", None)
+
     def train_copy(multiplier: float) -> None:
+        race_steps = RaceSteps(optimizer, trained, args.max_grad_norm, run_scaler)
         bar = tqdm(
             batches,
             desc=f"HDET start race (LR x {multiplier:.3g})",
@@ -111,11 +116,8 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
                     loss = trainer.compute_loss(model, batch)
                 # The mean of the micro-batches' mean losses: no num_items_in_batch, whose count the Trainer gathers
                 # across processes (a collective), while each replica races its own copy here.
-                (loss / len(chunks)).backward()
-            if args.max_grad_norm:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+                race_steps.backward(loss / len(chunks))
+            race_steps.step()
 
     def score() -> torch.Tensor:
         """Each probe example's loss under the weights as they are (one at a time: the decision needs each

@@ -59,3 +59,32 @@ def test_one_process_races_nothing_and_changes_nothing():
         assert sched.start_race(model, BATCHES, loss_fn, PROBE, steps=5) is None
     assert all(torch.equal(a, b) for a, b in zip(weights, model.parameters()))
     assert opt.param_groups[0]["lr"] == lr and not opt.state
+
+
+def race_steps_trained(scaler: torch.amp.GradScaler | None, max_grad_norm: float | None, loss_scale: float = 1.0):
+    """Ten RaceSteps on a regression from the same weights; the trained weights."""
+    from hdet_hf.race_runner import RaceSteps
+
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
+    steps = RaceSteps(opt, list(model.parameters()), max_grad_norm, scaler)
+    for batch in BATCHES * 2:
+        steps.backward(loss_scale * loss_fn(model, 30 * batch))  # large gradients: clipping at 0.1 binds
+        steps.step()
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_race_steps_unscale_before_clipping_and_leave_the_runs_scaler_alone():
+    # Scaling by a power of two is exact in fp32: through the scaler the race steps are the plain ones bit for bit,
+    # also when clipping binds (clipping the scaled gradients would shrink every step 2**16-fold).
+    run_scaler = torch.amp.GradScaler("cpu")
+    before = run_scaler.state_dict()
+    for clip in (None, 0.1):
+        assert torch.equal(race_steps_trained(run_scaler, clip), race_steps_trained(None, clip))
+    assert run_scaler.state_dict() == before
+    # An overflowing scale skips the step (and backs off), as the run's scaler does, instead of writing inf weights.
+    huge = torch.amp.GradScaler("cpu", init_scale=2.0**127)
+    trained = race_steps_trained(huge, None, loss_scale=1e6)
+    assert torch.isfinite(trained).all() and not torch.equal(trained, race_steps_trained(None, None, loss_scale=1e6))
+    assert huge.get_scale() == 2.0**127

@@ -739,6 +739,23 @@ def test_a_drop_in_race_on_batches_that_differ_between_ranks_is_refused_on_every
         assert all(torch.equal(a, b) for a, b in zip(rank["before"], rank["weights"]))  # nothing trained
 
 
+def test_the_drop_in_race_steps_through_the_loops_grad_scaler_under_fp16(tmp_path):
+    # Under fp16 autocast a small loss's gradients underflow to zero in half precision unless the loss is scaled:
+    # raced without the loop's GradScaler no copy learns (every probe loss is the initial weights'), and nothing is
+    # raised; through it the copies learn and the start far below is raised to 10x, as in fp32.
+    torchrun("engine_worker.py", 2, ["drop_in_race_fp16", str(tmp_path / "none"), "none"])
+    torchrun("engine_worker.py", 2, ["drop_in_race_fp16", str(tmp_path / "loop"), "loop"])
+    unscaled, scaled = load_ranks(tmp_path / "none", 2), load_ranks(tmp_path / "loop", 2)
+    flat = unscaled[0]["decision"]
+    assert len(set(flat["probe_losses"])) == 1 and flat["probe_losses"][0] == flat["initial_probe_loss"]
+    assert flat["scale"] == 1.0
+    decision = scaled[0]["decision"]
+    assert decision == scaled[1]["decision"] and decision["scale"] == pytest.approx(10.0)
+    assert decision["start_came_last"] and decision["probe_losses"][-1] < decision["initial_probe_loss"]
+    for rank in scaled:  # each copy stepped through a fresh scaler: the loop's own is as it was
+        assert rank["scaler_after"] == rank["scaler_before"] and rank["scaler_before"]["scale"] == 2.0**16
+
+
 @pytest.mark.parametrize("gradient_sync", ["shared", "local"])
 def test_hdet_accelerate_start_race_raises_a_start_far_below(tmp_path, gradient_sync):
     torchrun("engine_worker.py", 2, ["accelerate_race", str(tmp_path), gradient_sync])

@@ -857,6 +857,33 @@ def scenario_drop_in_race(rank: int, world: int, max_lr: str, race: str) -> dict
     }
 
 
+def scenario_drop_in_race_fp16(rank: int, world: int, scaler: str) -> dict:
+    """The drop-in's start race from far below with a loss under fp16 autocast so small that its gradients underflow
+    in half precision without loss scaling; ``scaler`` "loop" passes the loop's GradScaler, "none" none."""
+    _, race_batches, probe_batches = regression_race_data()
+    model = nn.Linear(8, 1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)  # decay alone would move every copy
+    sched = OneCycleAutoLR(
+        opt, max_lr=1e-4, total_steps=12, ensemble_lr_spread_ratio=0.25, model_sync_interval=4,
+        enable_auto_lr=True, auto_lr_warmup_steps=4, model=model, probe_fn=None,
+    )  # fmt: skip
+
+    def tiny_fp16_loss(module: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        with torch.autocast("cpu", dtype=torch.float16):
+            out = module(x)
+        return 1e-9 * (out.float() - y).pow(2).mean()  # d loss / d out ~1e-10: below fp16's smallest subnormal
+
+    loop_scaler = torch.amp.GradScaler("cpu") if scaler == "loop" else None
+    scaler_before = None if loop_scaler is None else loop_scaler.state_dict()
+    decision = sched.start_race(model, race_batches, tiny_fp16_loss, probe_batches, steps=20, grad_scaler=loop_scaler)
+    return {
+        "decision": decision.to_dict(),
+        "scaler_before": scaler_before,
+        "scaler_after": None if loop_scaler is None else loop_scaler.state_dict(),
+    }
+
+
 def scenario_accelerate_race(rank: int, world: int, gradient_sync: str) -> dict:
     """HDETAccelerate.start_race far below the right LR (AdamW at 1e-4 on a regression), then 4 steps of the loop."""
     from accelerate import Accelerator
