@@ -530,6 +530,11 @@ CASES: list[ErrorCase] = [
         start_race_raise_to="max",
     ),
     _config(
+        'start_race_raise_on="trend"',
+        r"--hdet_start_race_raise_on must be one of start_last, two_steps, but got 'trend'",
+        start_race_raise_on="trend",
+    ),
+    _config(
         'early_comparison="both"',
         r"--hdet_early_comparison must be one of lower_of_both, one_interval, but got 'both'",
         early_comparison="both",
