@@ -466,6 +466,15 @@ class HDETConfig:
             "choices": list(START_RACE_RAISE_ON),
         },
     )
+    start_race_stall_ceiling: bool = field(
+        default=False,
+        metadata={
+            "help": "Whether the controller's raises stop below the first start-race candidate LR whose copy "
+            "stalled (removed less than half the probe loss the start's copy removed from the initial weights': "
+            "past the edge of stability). Without it the controller's climb from a few times below the best LR "
+            "took a LoRA classifier to the race's collapsed LR (BENCHMARKS.md, reading 51). Needs the race.",
+        },
+    )
     start_race_significance: float = field(
         default=2.0,
         metadata={

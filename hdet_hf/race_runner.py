@@ -32,6 +32,7 @@ from .start_race import (
     decide_race,
     race_assignment,
     race_multipliers,
+    stall_ceiling,
 )
 
 if TYPE_CHECKING:
@@ -189,7 +190,10 @@ def race_and_decide(
             start_scores = per_candidate[0]
             significance = config.start_race_significance
             decision = decide_lower(decision, start_scores, below_scores, initial_scores, below, significance)
-        return replace(decision, initial_probe_loss=float(initial_scores.double().mean()))
+        initial = float(initial_scores.double().mean())
+        means = [float(m) for m in decision.probe_losses]
+        ceiling = stall_ceiling(means, initial, multipliers)
+        return replace(decision, initial_probe_loss=initial, stall_ceiling=ceiling)
     finally:
         put_back()
         for group, lr in zip(optimizer.param_groups, schedule_lrs):

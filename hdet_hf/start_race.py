@@ -67,6 +67,7 @@ __all__ = [
     "confirm_with_below",
     "decide_lower",
     "LOWER_PROGRESS_RATIO",
+    "stall_ceiling",
 ]
 
 # Four candidates a third of a decade apart (with the default bound of 10): the grid every race of BENCHMARKS.md
@@ -142,6 +143,8 @@ class RaceDecision:
     lowered: bool = False
     # Where a raise went: the winner's multiplier, or the largest that beat the start clearly (`decide_race`).
     raise_to: str = "winner"
+    # The largest candidate multiplier below the first whose copy stalled (`stall_ceiling`; None: none stalled).
+    stall_ceiling: float | None = None
 
     @property
     def wants_below(self) -> bool:
@@ -163,6 +166,7 @@ class RaceDecision:
             "initial_probe_loss": self.initial_probe_loss,
             "lowered": self.lowered,
             "raise_to": self.raise_to,
+            "stall_ceiling": self.stall_ceiling,
         }
 
 
@@ -308,3 +312,26 @@ def decide_lower(
         initial_probe_loss=initial_mean,
         lowered=lowered,
     )
+
+
+def stall_ceiling(
+    probe_losses: list[float], initial_probe_loss: float, multipliers: list[float], ratio: float = LOWER_PROGRESS_RATIO
+) -> float | None:
+    """The largest candidate multiplier below the first candidate whose copy stalled: removed less than ``1 / ratio``
+    of the probe loss the start's copy removed from the initial weights' (or diverged). None when no candidate
+    stalled, or the start's copy itself made no progress (then nothing is measured against it).
+
+    The mirror of `decide_lower`'s test: there a start that stalled against the copy below it is too high; here a
+    candidate that stalled against the start is past the edge of stability (a pretrained classifier's copy at the
+    uniform loss while the start's learned: task i from a third of its best LR, probe 1.887, 1.612, 1.158, 2.162 from
+    2.071, reading 51). A from-scratch language model's candidates all remove most of the loss (6.9 -> 5.8-6.1 at
+    the best LR and from 10x below), so none stalls there.
+    """
+    start_progress = initial_probe_loss - probe_losses[0]
+    if not (math.isfinite(start_progress) and start_progress > 0):
+        return None
+    for candidate in range(1, len(probe_losses)):
+        progress = initial_probe_loss - probe_losses[candidate]
+        if not (math.isfinite(progress) and progress * ratio >= start_progress):
+            return float(multipliers[candidate - 1])
+    return None

@@ -235,6 +235,7 @@ CONTROLLER_IDEAS = (
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_race60_lower", "the _mr4_race60 row with --hdet_start_race_lowers (session 42)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "start_race_steps": 60, "start_race_lowers": True}),
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_race60_lower_largest", "the _mr4_race60_lower row with --hdet_start_race_raise_to largest (session 44)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "start_race_steps": 60, "start_race_lowers": True, "start_race_raise_to": "largest"}),
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_race60_lower_largest_twosteps", "the _largest row with --hdet_start_race_raise_on two_steps (session 46)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "start_race_steps": 60, "start_race_lowers": True, "start_race_raise_to": "largest", "start_race_raise_on": "two_steps"}),
+    ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_race60_lower_largest_twosteps_ceil", "the _twosteps row with --hdet_start_race_stall_ceiling (session 46)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "start_race_steps": 60, "start_race_lowers": True, "start_race_raise_to": "largest", "start_race_raise_on": "two_steps", "start_race_stall_ceiling": True}),
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_race30", "the _mr4 row with --hdet_start_race_steps 30", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "start_race_steps": 30}),
     # Session 30: the exploration alone (lambda 0: the LR stays on the schedule) at the default spread and narrower.
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_lr0", "the _mr4 row with lambda 0 (the exploration alone)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "controller_lr": 0.0}),
@@ -537,7 +538,7 @@ def plan_hdet(
     # Issue 10: the controller's score and when it acts, each idea a setting, from all three starts, on top of
     # the library's current defaults (shared, spread 0.25, T 10, lambda 1.5, beta 0.5).
     for label, note, extra in CONTROLLER_IDEAS:
-        for start in starts + (BETWEEN_STARTS if label.endswith(("_race60_lower", "_largest", "_twosteps")) else ()):
+        for start in starts + (BETWEEN_STARTS if label.endswith(("_race60_lower", "_largest", "_twosteps", "_ceil")) else ()):
             add(f"shared_{label}_{start}", "controller", start, label, note, gradient_sync="shared", **{**tuned, **extra})
     # The signal map: the spread alone (no controller) at four fixed LRs around the best, T 3 % of the run, to
     # see what the replicas' comparison says at each LR and phase (scripts/controller_slopes.py reads it).
@@ -898,10 +899,12 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             targs["max_grad_norm"] = args.stability_max_grad_norm
             targs["optim"] = args.stability_optim
         if hdet is not None:
-            # A row races only where its name says so (`_race<K>`), lowers only with `_lower` and raises past the
-            # winner only with `_largest`: the rows recorded before each became the default (sessions 42-44) keep
-            # their meaning.
-            hdet = {"start_race_steps": 0, "start_race_lowers": False, "start_race_raise_to": "winner", **hdet}
+            # A row races only where its name says so (`_race<K>`), lowers only with `_lower`, raises past the
+            # winner only with `_largest`, on two steps only with `_twosteps`, with the stall ceiling only with
+            # `_ceil`: the rows recorded before each
+            # became the default (sessions 42-46) keep their meaning.
+            pinned = {"start_race_steps": 0, "start_race_lowers": False, "start_race_raise_to": "winner"}
+            hdet = {**pinned, "start_race_raise_on": "start_last", "start_race_stall_ceiling": False, **hdet}
             targs.update(hdet=True, **{f"hdet_{k}": v for k, v in hdet.items()})
             trainer_cls = HDETTrainer
         else:

@@ -409,3 +409,40 @@ def test_the_controller_step_holds_a_lowered_run_at_its_start_whatever_the_vote(
     raised = _engine()
     raised.start_at_scale(2.0, race={"scale": 2.0, "lowered": False})
     assert move(raised, 3.0).scale[LR] == 3.0
+
+
+def test_stall_ceiling_is_the_largest_candidate_below_the_first_that_stalled():
+    from hdet_hf.start_race import stall_ceiling
+
+    multipliers = [1.0, 2.15, 4.64, 10.0]
+    # Task i from a third of its best LR (reading 51): the 10x copy went back above the initial weights' loss.
+    assert stall_ceiling([1.887, 1.612, 1.158, 2.162], 2.071, multipliers) == 4.64
+    # Task c seed 2 at its best LR: the 2.15x copy removed 0.08 of the start's 1.11: the start itself is the ceiling.
+    assert stall_ceiling([0.960, 1.994, 2.061, 2.369], 2.071, multipliers) == 1.0
+    # A from-scratch language model at its best LR: every copy removes most of the loss; none stalls.
+    assert stall_ceiling([5.904, 6.032, 6.060, 6.100], 6.93, multipliers) is None
+    # Half the start's progress is not a stall, less is; a diverged copy is.
+    assert stall_ceiling([1.0, 1.5, 1.5, 1.5], 2.0, multipliers) is None
+    assert stall_ceiling([1.0, 1.5, 1.51, 1.5], 2.0, multipliers) == 2.15
+    assert stall_ceiling([1.0, 1.2, math.inf, 1.5], 2.0, multipliers) == 2.15
+    # A start that made no progress measures nothing.
+    assert stall_ceiling([2.1, 1.0, 3.0, 3.0], 2.0, multipliers) is None
+
+
+def test_the_stall_ceiling_caps_the_controller_only_when_asked():
+    race = {"scale": 1.0, "lowered": False, "stall_ceiling": 2.15}
+    plain = _engine()
+    plain.start_at_scale(1.0, race=race)
+    assert plain.race_ceiling() is None
+    capped = _engine(start_race_stall_ceiling=True)
+    capped.start_at_scale(1.0, race=race)
+    assert capped.race_ceiling() == 2.15
+    resumed = _engine(start_race_stall_ceiling=True)
+    resumed.load_state_dict(capped.state_dict())
+    assert resumed.race_ceiling() == 2.15
+    raised = _engine(start_race_stall_ceiling=True)
+    raised.start_at_scale(4.64, race={"scale": 4.64, "lowered": False, "stall_ceiling": 4.64})
+    assert raised.race_ceiling() == 4.64
+    none_stalled = _engine(start_race_stall_ceiling=True)
+    none_stalled.start_at_scale(1.0, race={"scale": 1.0, "lowered": False, "stall_ceiling": None})
+    assert none_stalled.race_ceiling() is None
