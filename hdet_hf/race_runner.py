@@ -190,10 +190,9 @@ def race_and_decide(
             start_scores = per_candidate[0]
             significance = config.start_race_significance
             decision = decide_lower(decision, start_scores, below_scores, initial_scores, below, significance)
-        initial = float(initial_scores.double().mean())
-        means = [float(m) for m in decision.probe_losses]
-        ceiling = stall_ceiling(means, initial, multipliers)
-        return replace(decision, initial_probe_loss=initial, stall_ceiling=ceiling)
+        initial_probe_loss = float(initial_scores.double().mean())
+        ceiling = stall_ceiling([float(m) for m in decision.probe_losses], initial_probe_loss, multipliers)
+        return replace(decision, initial_probe_loss=initial_probe_loss, stall_ceiling=ceiling)
     finally:
         put_back()
         for group, lr in zip(optimizer.param_groups, schedule_lrs):

@@ -19,6 +19,13 @@ race's. At or above the right LR a from-scratch language model's candidates sit 
 them beats the start by 4 standard errors by chance (task f at its best LR, reading 45), while another does worse;
 far below the right LR every larger candidate does better.
 
+Why a falling trend over two steps raises too (``--hdet_start_race_raise_on two_steps``, the default since session
+46, reading 51): "the start came last" reads a larger candidate that stalled past the edge of stability as evidence
+against any raise. On the pretrained classifiers from 3-5x below their best LR the 10x copy collapsed while the loss
+fell from the start through 2.15x and 4.64x (task i from a third of its best LR: 1.887, 1.612, 1.158, 2.162), and
+without a raise the controller's own climb took two such runs to the collapsed LR (3.3x the sweep's best loss). A
+plateau winner one step up, the false raise the start-last gate was built against, still does not raise.
+
 Why the copy below the start must lose to it (reading 46): when the start is already too high every candidate is,
 and on the pretrained classifier from 3x above its best LR the start's copy collapsed to the uniform loss (2.079 over
 8 classes) while larger ones collapsed less (probe 2.079, 1.993, 1.651, 1.554 for LR x 1, 2.15, 4.64, 10; task c

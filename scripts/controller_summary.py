@@ -46,7 +46,15 @@ TASKS = (
 #   (`--hdet_start_race_raise_to` unset), which changes only races that raise: from 10x below.
 # - "lower" (session 43, `lower_tables.sh`): the race also lowers (`--hdet_start_race_lowers` unset); it fired only on
 #   the classifiers from 3x above (controller_start_race/lower_default.md).
-OVERLAYS = (("today", ("best", "high")), ("race", ("low",)), ("largest", ("low",)), ("lower", ("high",)))
+# - "twosteps" (session 46, `twosteps_tables.sh`): the race also raises on a falling trend over two steps up
+#   (`--hdet_start_race_raise_on` unset); from 10x below it changed one recorded race (task a seed 3, 4 processes).
+OVERLAYS = (
+    ("today", ("best", "high")),
+    ("race", ("low",)),
+    ("largest", ("low",)),
+    ("twosteps", ("low",)),
+    ("lower", ("high",)),
+)
 
 
 def race_table(name: str, kind: str = "race") -> str:

@@ -181,7 +181,7 @@ def test_raise_on_two_steps_raises_where_a_larger_copy_collapsed_past_a_falling_
     assert decide_race(losses(start, noisy, noisier, collapsed), multipliers, 2.0, raise_on="two_steps").scale == 1.0
     with pytest.raises(ValueError, match="raise_on must be one of"):
         decide_race(rows, multipliers, 2.0, raise_on="trend")
-    assert HDETConfig().start_race_raise_on == "start_last"
+    assert HDETConfig().start_race_raise_on == "two_steps"
     with pytest.raises(ValueError, match="--hdet_start_race_raise_on must be one of start_last, two_steps"):
         HDETConfig(start_race_raise_on="trend")
 
