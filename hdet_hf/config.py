@@ -462,7 +462,7 @@ class HDETConfig:
             "through at least two candidates (x 4.64) while a larger one did worse (past the edge of stability a "
             "larger copy stalls or collapses); 'start_last', only the first (the rule before). Both keep the other "
             "gates (the winner --hdet_start_race_significance standard errors ahead, the copy below the start "
-            "behind it). It changed 13 of 241 recorded races, all from below the best LR, and ended lower on "
+            "behind it). It changed 14 of 241 recorded races, all from below the best LR, and ended lower on "
             "each measured run (BENCHMARKS.md, reading 51).",
             "choices": list(START_RACE_RAISE_ON),
         },
