@@ -836,6 +836,12 @@ class HDETConfig:
                 f"{_flag('start_race_lowers')} lets the start race lower the start LR, but {why}. Drop "
                 f"{_flag('start_race_lowers')}, or {fix}."
             )
+        if self.start_race_stall_ceiling and (self.start_race_steps == 0 or not self.auto_lr or self.hsdp_shard_size > 0):
+            raise ValueError(
+                f"{_flag('start_race_stall_ceiling')} caps the controller where the start race saw a copy stall, but "
+                f"this run has no race ({_flag('auto_lr')} off, {_flag('start_race_steps')} 0 or "
+                f"{_flag('hsdp_shard_size')} set). Drop {_flag('start_race_stall_ceiling')}."
+            )
         if self.start_race_steps and self.hsdp_shard_size > 0:
             raise ValueError(
                 f"{_flag('start_race_steps')} races whole replicas, one per process; with "

@@ -82,8 +82,8 @@ class ControllerStep:
     def race_ceiling(self: HDETEngine) -> float | None:
         """After a start race that lowered the start (``--hdet_start_race_lowers``): the LR factor the controller
         never goes above, the lowered start; with ``--hdet_start_race_stall_ceiling``, after any race where a
-        candidate's copy stalled: the largest candidate below it (`start_race.stall_ceiling`). The race saw the configured LR stall or collapse, and the largest LR it
-        saw learn is the one it started at; without the cap the line search's raise took a lowered run (task i,
+        candidate's copy stalled: the largest candidate below it (`start_race.stall_ceiling`). After a lowering the
+        race saw the configured LR stall or collapse, and the largest LR it saw learn is the one it started at; without the cap the line search's raise took a lowered run (task i,
         seed 2, reading 47) from 1.4x to 6.6x its best LR in one converge, and it collapsed. Read from the run's record
         (``extra["start_race"]``), which a checkpoint keeps."""
         race = self.recorder.record.extra.get("start_race")

@@ -68,6 +68,11 @@ def race_steps(trainer: HDETTrainerMixin, max_steps: int) -> int:
             f"({why_not}). Drop --hdet_start_race_lowers (unset, it lowers wherever the race runs), or set "
             "--hdet_start_race_steps to race anyway."
         )
+    if config.start_race_steps is None and not steps and config.start_race_stall_ceiling:
+        raise ValueError(
+            f"--hdet_start_race_stall_ceiling caps the controller where the start race saw a copy stall, but this "
+            f"run has no race ({why_not}). Drop it, or set --hdet_start_race_steps to race anyway."
+        )
     if config.start_race_steps is None and not steps and config.auto_lr and trainer.is_world_process_zero():
         logger.info("HDET: no start race (unset --hdet_start_race_steps races only where it can): %s.", why_not)
     return steps

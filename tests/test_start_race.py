@@ -446,3 +446,24 @@ def test_the_stall_ceiling_caps_the_controller_only_when_asked():
     none_stalled = _engine(start_race_stall_ceiling=True)
     none_stalled.start_at_scale(1.0, race={"scale": 1.0, "lowered": False, "stall_ceiling": None})
     assert none_stalled.race_ceiling() is None
+
+
+def test_the_stall_ceiling_without_a_race_is_an_error():
+    from types import SimpleNamespace
+
+    from hdet_hf.trainer_race import race_steps
+
+    config = HDETConfig(auto_lr=True, start_race_stall_ceiling=True)
+    trainer = SimpleNamespace(
+        args=SimpleNamespace(hdet_config=config),
+        train_dataset=list(range(10)),
+        hdet_engine=SimpleNamespace(world_size=2),
+        is_world_process_zero=lambda: True,
+    )
+    assert race_steps(trainer, 120) == DEFAULT_START_RACE_STEPS
+    with pytest.raises(ValueError, match=r"stall_ceiling .* no race \(the run has fewer than 120 steps\)"):
+        race_steps(trainer, 60)  # the unset race skips a short run: the cap would silently do nothing
+    with pytest.raises(ValueError, match="--hdet_start_race_stall_ceiling caps the controller"):
+        HDETConfig(auto_lr=True, start_race_stall_ceiling=True, start_race_steps=0)
+    with pytest.raises(ValueError, match="--hdet_start_race_stall_ceiling caps the controller"):
+        HDETConfig(start_race_stall_ceiling=True)

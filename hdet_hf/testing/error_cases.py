@@ -530,6 +530,14 @@ CASES: list[ErrorCase] = [
         start_race_raise_to="max",
     ),
     _config(
+        "auto_lr=True, start_race_stall_ceiling=True, start_race_steps=0",
+        r"--hdet_start_race_stall_ceiling caps the controller where the start race saw a copy stall, but this run "
+        r"has no race",
+        auto_lr=True,
+        start_race_stall_ceiling=True,
+        start_race_steps=0,
+    ),
+    _config(
         'start_race_raise_on="trend"',
         r"--hdet_start_race_raise_on must be one of start_last, two_steps, but got 'trend'",
         start_race_raise_on="trend",
