@@ -280,9 +280,10 @@ CONTROLLER_IDEAS = (
 # "third" (1/3 of the best LR) for the signal map below, which runs the spread at four fixed LRs; "fifth" and
 # "third" also for the rows whose start race raises to the largest candidate (`_largest`) and their pairs that raise
 # to the winner (`_race60_lower`): starts between 10x below and the best LR, where a raise to the largest candidate
-# could start a run above the best LR (session 45).
-START_FACTORS = {"best": 1.0, "low": 0.1, "fifth": 0.2, "third": 1 / 3, "high": 3.0}
-BETWEEN_STARTS = ("fifth", "third")
+# could start a run above the best LR (session 45); "half" (session 47): the start closest below the best LR, where the
+# race rarely fires and the controller's own climb decides (from a third it overshot on the classifiers, item 48).
+START_FACTORS = {"best": 1.0, "low": 0.1, "fifth": 0.2, "third": 1 / 3, "half": 0.5, "high": 3.0}
+BETWEEN_STARTS = ("fifth", "third", "half")
 GROUPS = ("sweep", "core", "paper", "variants", "risks", "stability", "controller")
 # A run whose eval loss is >= this fraction of the unigram cross-entropy learned (almost) nothing beyond token
 # frequencies: it collapsed.
