@@ -117,7 +117,9 @@ class HDETSchedule:
         trajectory: one dict per converge, in order (``step``, ``base``, ``multipliers``, ``losses``,
             ``weights``, ``delta``, ``velocity``, ``excluded_ranks``; since session 27 also ``loss_noise``, the
             train loss's noise that floored the vote, and ``line_search_optimum``, the probe's fitted ``m*``,
-            each None where unused). With a comparison horizon
+            each None where unused; an unbounded ``m*`` (a straight line falling along the whole fan-out, which
+            allows the line search's largest raise) is written ``"inf"`` in the JSON file and read back as
+            ``math.inf``). With a comparison horizon
             (``config["comparison_horizon"]`` > 0, see ``--hdet_comparison_horizon``) an LR multiplier ``m``
             sets the rank's offset along the run's direction, not its step size (before
             ``config["comparison_horizon_start"]``: its step size, or with ``early_comparison`` "lower_of_both"
@@ -310,7 +312,7 @@ class HDETSchedule:
             hyperparameters=list(data["hyperparameters"]),
             param_group_names=list(data["param_group_names"]),
             lr_per_step=[list(row) for row in data["lr_per_step"]],
-            trajectory=list(data["trajectory"]),
+            trajectory=[_unbounded_optimum_from_json(entry) for entry in data["trajectory"]],
             summary=dict(data.get("summary") or {}),
             values_per_step=dict(data.get("values_per_step") or {}),
             divergence_events=list(data.get("divergence_events") or []),
@@ -343,7 +345,9 @@ class HDETSchedule:
             )
         os.makedirs(save_directory, exist_ok=True)
         json_path = os.path.join(save_directory, SCHEDULE_FILENAME)
-        text = json.dumps(_finite_or_none(self.to_dict()), indent=2, allow_nan=False)
+        data = self.to_dict()
+        data["trajectory"] = [_unbounded_optimum_to_json(entry) for entry in data["trajectory"]]
+        text = json.dumps(_finite_or_none(data), indent=2, allow_nan=False)
         fd, tmp_path = tempfile.mkstemp(dir=save_directory, prefix=f".{SCHEDULE_FILENAME}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -714,6 +718,23 @@ def add_to_model_card(
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4g}"
+
+
+# Strict JSON has no infinity. `_finite_or_none` would write an unbounded line-search optimum as None, which reads
+# "no fit" although it is the fit that allows the largest raise (session 47 found runs whose 4x raises showed None).
+UNBOUNDED = "inf"
+
+
+def _unbounded_optimum_to_json(entry: Any) -> Any:
+    if isinstance(entry, Mapping) and entry.get("line_search_optimum") == math.inf:
+        return {**entry, "line_search_optimum": UNBOUNDED}
+    return entry
+
+
+def _unbounded_optimum_from_json(entry: Any) -> Any:
+    if isinstance(entry, Mapping) and entry.get("line_search_optimum") == UNBOUNDED:
+        return {**entry, "line_search_optimum": math.inf}
+    return entry
 
 
 def _finite_or_none(obj: Any) -> Any:

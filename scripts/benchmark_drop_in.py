@@ -221,7 +221,13 @@ def planned_runs(args: argparse.Namespace) -> list[dict[str, Any]]:
 def compact_trajectory(trajectory: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The schedule's trajectory while the controller was active, floats to 6 digits (a few kB per run)."""
     keep = ("step", "multipliers", "losses", "probe_losses", "delta", "scale", "excluded_ranks", "line_search_optimum")
-    return [rounded({k: entry[k] for k in keep}) for entry in trajectory if entry["controller_active"]]
+    # Strict JSON has no infinity: an unbounded m* (a straight line) is "inf", not None ("no fit").
+    unbounded = {"line_search_optimum": "inf"}
+    return [
+        rounded({k: unbounded[k] if entry[k] == math.inf and k in unbounded else entry[k] for k in keep})
+        for entry in trajectory
+        if entry["controller_active"]
+    ]
 
 
 def worker(args: argparse.Namespace) -> None:

@@ -992,7 +992,10 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
                         "losses": t.get("losses"),
                         "probe_losses": t.get("probe_losses"),
                         "loss_noise": t.get("loss_noise"),
-                        "line_search_optimum": t.get("line_search_optimum"),
+                        # Strict JSON has no infinity: an unbounded m* (a straight line) is "inf", not None ("no fit").
+                        "line_search_optimum": (
+                            "inf" if t.get("line_search_optimum") == math.inf else t.get("line_search_optimum")
+                        ),
                         "delta": t.get("delta", {}).get("lr"),
                         "multipliers": t.get("multipliers", {}).get("lr"),
                         "excluded": t.get("excluded_ranks"),

@@ -122,6 +122,25 @@ def test_save_writes_strict_json_for_non_finite_losses(tmp_path) -> None:
     assert HDETSchedule.from_pretrained(tmp_path).trajectory[1]["losses"] == [2.1, 2.0, 1.9, None]
 
 
+def test_an_unbounded_line_search_optimum_is_kept_apart_from_no_fit(tmp_path) -> None:
+    # A straight line (m* = inf) allows the line search's largest raise; None means nothing was fitted. Written as
+    # None, a run's 4x raises read as "no line search" (session 47).
+    schedule = make_schedule()
+    schedule.trajectory[0]["line_search_optimum"] = math.inf
+    schedule.trajectory[1]["line_search_optimum"] = None
+    schedule.trajectory[2]["line_search_optimum"] = 0.83
+    schedule.save_pretrained(tmp_path)
+
+    def reject(token: str) -> None:
+        raise AssertionError(f"non-standard JSON token {token}")
+
+    data = json.loads((tmp_path / SCHEDULE_FILENAME).read_text(), parse_constant=reject)
+    assert [t["line_search_optimum"] for t in data["trajectory"][:3]] == ["inf", None, 0.83]
+    loaded = HDETSchedule.from_pretrained(tmp_path)
+    assert [t["line_search_optimum"] for t in loaded.trajectory[:3]] == [math.inf, None, 0.83]
+    assert loaded == schedule
+
+
 def test_save_is_atomic(tmp_path, monkeypatch) -> None:
     first = make_schedule(num_syncs=1)
     first.save_pretrained(tmp_path)
