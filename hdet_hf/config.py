@@ -467,14 +467,18 @@ class HDETConfig:
             "choices": list(START_RACE_RAISE_ON),
         },
     )
-    start_race_stall_ceiling: bool = field(
-        default=False,
+    start_race_stall_ceiling: bool | None = field(
+        default=None,
         metadata={
             "help": "Whether the controller's raises stop below the first start-race candidate LR whose copy "
             "stalled (removed less than half the probe loss the start's copy removed from the initial weights': "
-            "past the edge of stability). Without it the controller's climb from a few times below the best LR "
-            "took a LoRA classifier to the race's collapsed LR. Measured where it binds (3 classifier runs from "
-            "3-5x below): mean -0.011, lower on one; not the default (BENCHMARKS.md, reading 51). Needs the race.",
+            "past the edge of stability): the race saw that LR fail. Without it the controller's climb from a few "
+            "times below the best LR took a LoRA classifier to the race's collapsed LR (3.3x the sweep's best loss), "
+            "and from half the best LR past the LR of DDP's loss. It binds only where a copy stalled (the "
+            "pretrained classifiers, not the from-scratch language models): on 10 measured classifier runs from "
+            "0.2-0.5x the best LR, mean -0.031 (lower on 5, higher on 5 by up to 0.055; the one run worse than DDP "
+            "at its start LR, 1.316, ended 1.048). Unset (default since session 47): wherever the race runs; "
+            "false: no cap; true: as unset, and an error where no race can run (BENCHMARKS.md, readings 51-52)."
         },
     )
     start_race_significance: float = field(

@@ -81,7 +81,7 @@ class ControllerStep:
 
     def race_ceiling(self: HDETEngine) -> float | None:
         """After a start race that lowered the start (``--hdet_start_race_lowers``): the LR factor the controller
-        never goes above, the lowered start; with ``--hdet_start_race_stall_ceiling``, after any race where a
+        never goes above, the lowered start; unless ``--hdet_start_race_stall_ceiling false``, after any race where a
         candidate's copy stalled: the largest candidate below it (`start_race.stall_ceiling`). After a lowering the
         race saw the configured LR stall or collapse, and the largest LR it saw learn is the one it started at; without the cap the line search's raise took a lowered run (task i,
         seed 2, reading 47) from 1.4x to 6.6x its best LR in one converge, and it collapsed. Read from the run's record
@@ -91,7 +91,9 @@ class ControllerStep:
             return None
         if race.get("lowered"):
             return float(race["scale"])
-        if self.config.start_race_stall_ceiling and race.get("stall_ceiling") is not None:
+        # Unset (None) caps wherever a race recorded a stalled candidate; a race record from before session 46 has no
+        # "stall_ceiling" and is not capped.
+        if self.config.start_race_stall_ceiling is not False and race.get("stall_ceiling") is not None:
             return max(float(race["stall_ceiling"]), float(race["scale"]))
         return None
 

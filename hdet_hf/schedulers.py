@@ -180,7 +180,9 @@ class OneCycleAutoLR(OneCycleLR):
     converges between votes of a step-size interval leave each replica where it is (shared gradients: they differ
     only by their step sizes), so the vote compares step sizes over its whole window. ``averaged_probe_share``
     (``--hdet_averaged_probe_share``, default 1): with a ``probe_fn``, the share of each vote's window, counted back
-    from the vote, over which the probe averages each replica's weights.
+    from the vote, over which the probe averages each replica's weights. ``stall_ceiling``
+    (``--hdet_start_race_stall_ceiling``, default True): after `start_race`, the controller never raises the LR to a
+    raced candidate whose copy stalled, nor above it.
 
     Example:
         >>> import torch
@@ -237,6 +239,7 @@ class OneCycleAutoLR(OneCycleLR):
         controller_time_scale: str = HDETConfig.controller_time_scale,
         keep_fan_out_between_votes: bool = HDETConfig.keep_fan_out_between_votes,
         averaged_probe_share: float = HDETConfig.averaged_probe_share,
+        stall_ceiling: bool = True,
     ) -> None:
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
@@ -331,6 +334,8 @@ class OneCycleAutoLR(OneCycleLR):
             controller_time_scale=controller_time_scale,
             keep_fan_out_between_votes=keep_fan_out_between_votes,
             averaged_probe_share=averaged_probe_share,
+            # Unset caps wherever a race ran (`start_race` below); a loop that never calls it has nothing to cap.
+            start_race_stall_ceiling=None if stall_ceiling else False,
             # Without a probe the reference's signal; with one the de-biased one (see HDETConfig).
             controller_signal="train_and_averaged_probe" if probe_fn is not None else "train_loss",
         )

@@ -10,11 +10,11 @@ from torch import nn
 from hdet_hf import OneCycleAutoLR
 
 
-def scheduler(auto_lr: bool = True) -> tuple[nn.Module, torch.optim.Optimizer, OneCycleAutoLR]:
+def scheduler(auto_lr: bool = True, **extra) -> tuple[nn.Module, torch.optim.Optimizer, OneCycleAutoLR]:
     model = nn.Linear(3, 1)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     kwargs = dict(ensemble_lr_spread_ratio=0.25, model_sync_interval=4, enable_auto_lr=auto_lr, auto_lr_warmup_steps=2)
-    return model, opt, OneCycleAutoLR(opt, max_lr=1e-3, total_steps=20, **kwargs)
+    return model, opt, OneCycleAutoLR(opt, max_lr=1e-3, total_steps=20, **kwargs, **extra)
 
 
 def loss_fn(module: nn.Module, batch: torch.Tensor) -> torch.Tensor:
@@ -40,6 +40,20 @@ def test_refuses_what_it_cannot_race():
         sched.start_race(model, BATCHES, loss_fn, PROBE, steps=5, max_grad_norm=0.0)
     with pytest.raises(ValueError, match="not in the optimizer"):  # another model than the optimizer's
         sched.start_race(nn.Linear(3, 1), BATCHES, loss_fn, PROBE, steps=5)
+
+
+def test_the_stall_ceiling_follows_the_race_unless_turned_off():
+    # Default: the engine caps the controller below a stalled race candidate wherever start_race recorded one.
+    *_, sched = scheduler()
+    assert sched.hdet_config.start_race_stall_ceiling is None
+    sched.engine.start_at_scale(1.0, race={"scale": 1.0, "lowered": False, "stall_ceiling": 2.15})
+    assert sched.engine.race_ceiling() == 2.15
+    *_, off = scheduler(stall_ceiling=False)
+    assert off.hdet_config.start_race_stall_ceiling is False
+    off.engine.start_at_scale(1.0, race={"scale": 1.0, "lowered": False, "stall_ceiling": 2.15})
+    assert off.engine.race_ceiling() is None
+    # Auto-LR off: nothing to cap, and no error for the default.
+    assert scheduler(auto_lr=False)[2].hdet_config.start_race_stall_ceiling is None
 
 
 def test_after_the_first_step_it_is_too_late():

@@ -409,6 +409,16 @@ def test_the_controller_step_holds_a_lowered_run_at_its_start_whatever_the_vote(
     raised = _engine()
     raised.start_at_scale(2.0, race={"scale": 2.0, "lowered": False})
     assert move(raised, 3.0).scale[LR] == 3.0
+    # A race that saw the 4.64x copy stall: by default the controller stops at the candidate below it (2.15), even
+    # when a vote (or the line search) asks for more; --hdet_start_race_stall_ceiling false lets it through.
+    stalled = {"scale": 1.0, "lowered": False, "stall_ceiling": 2.15}
+    capped = _engine()
+    capped.start_at_scale(1.0, race=stalled)
+    assert move(capped, 3.0).scale[LR] == 2.15 and capped.registry.controllers[LR] == ControllerState(2.15, 0.0)
+    assert move(capped, 1.5).scale[LR] == 1.5  # below the ceiling nothing changes
+    uncapped = _engine(start_race_stall_ceiling=False)
+    uncapped.start_at_scale(1.0, race=stalled)
+    assert move(uncapped, 3.0).scale[LR] == 3.0
 
 
 def test_stall_ceiling_is_the_largest_candidate_below_the_first_that_stalled():
@@ -429,11 +439,18 @@ def test_stall_ceiling_is_the_largest_candidate_below_the_first_that_stalled():
     assert stall_ceiling([2.1, 1.0, 3.0, 3.0], 2.0, multipliers) is None
 
 
-def test_the_stall_ceiling_caps_the_controller_only_when_asked():
+def test_the_stall_ceiling_caps_the_controller_unless_turned_off():
     race = {"scale": 1.0, "lowered": False, "stall_ceiling": 2.15}
-    plain = _engine()
-    plain.start_at_scale(1.0, race=race)
-    assert plain.race_ceiling() is None
+    off = _engine(start_race_stall_ceiling=False)
+    off.start_at_scale(1.0, race=race)
+    assert off.race_ceiling() is None
+    unset = _engine()  # the default since session 47: wherever a race recorded a stalled candidate
+    unset.start_at_scale(1.0, race=race)
+    assert unset.race_ceiling() == 2.15
+    # A race recorded before session 46 has no "stall_ceiling": not capped.
+    older = _engine()
+    older.start_at_scale(1.0, race={"scale": 1.0, "lowered": False})
+    assert older.race_ceiling() is None
     capped = _engine(start_race_stall_ceiling=True)
     capped.start_at_scale(1.0, race=race)
     assert capped.race_ceiling() == 2.15
