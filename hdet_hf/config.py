@@ -477,8 +477,10 @@ class HDETConfig:
             "and from half the best LR past the LR of DDP's loss. It binds only where a copy stalled (the "
             "pretrained classifiers, not the from-scratch language models): on 10 measured classifier runs from "
             "0.2-0.5x the best LR, mean -0.031 (lower on 5, higher on 5 by up to 0.055; the one run worse than DDP "
-            "at its start LR, 1.316, ended 1.048). Unset (default since session 47): wherever the race runs; "
-            "false: no cap; true: as unset, and an error where no race can run (BENCHMARKS.md, readings 51-52)."
+            "at its start LR, 1.316, ended 1.048). Not applied where the cap would be the start itself (the first "
+            "step up stalled: at the classifiers' best LR a cap at 1 cost +0.012 on 3 runs). Unset (default since "
+            "session 47): wherever the race runs; false: no cap; true: as unset, and an error where no race can run "
+            "(BENCHMARKS.md, readings 51-52)."
         },
     )
     start_race_significance: float = field(

@@ -94,7 +94,12 @@ class ControllerStep:
         # Unset (None) caps wherever a race recorded a stalled candidate; a race record from before session 46 has no
         # "stall_ceiling" and is not capped.
         if self.config.start_race_stall_ceiling is not False and race.get("stall_ceiling") is not None:
-            return max(float(race["stall_ceiling"]), float(race["scale"]))
+            ceiling = max(float(race["stall_ceiling"]), float(race["scale"]))
+            # Only where a copy above the first step up stalled: a ceiling at the start itself (the 2.15x copy
+            # stalled) would freeze the controller, and the race's copies run without the run's warm-up, so their
+            # edge of stability sits lower than the run's. At the classifiers' best LR the 2.15x copy stalled and
+            # the default's raises to 1.2-1.6x did better than a cap at 1 (BENCHMARKS.md item 49).
+            return ceiling if ceiling > 1.0 else None
         return None
 
     def _row_noise(self: HDETEngine, gathered: GatheredStats, both: bool) -> list[float | None] | None:

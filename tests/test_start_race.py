@@ -419,6 +419,10 @@ def test_the_controller_step_holds_a_lowered_run_at_its_start_whatever_the_vote(
     uncapped = _engine(start_race_stall_ceiling=False)
     uncapped.start_at_scale(1.0, race=stalled)
     assert move(uncapped, 3.0).scale[LR] == 3.0
+    # Where the first step up (2.15x) stalled the ceiling would be the start itself: not applied.
+    at_start = _engine()
+    at_start.start_at_scale(1.0, race={"scale": 1.0, "lowered": False, "stall_ceiling": 1.0})
+    assert at_start.race_ceiling() is None and move(at_start, 1.5).scale[LR] == 1.5
 
 
 def test_stall_ceiling_is_the_largest_candidate_below_the_first_that_stalled():

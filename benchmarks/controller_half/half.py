@@ -36,6 +36,13 @@ def highest(run: dict) -> float:
     return max([s["scale"] for s in run["syncs"]] + [run["final_scale"]])
 
 
+def binding(run: dict) -> str:
+    race = run["start_race"]
+    ceiling = race.get("stall_ceiling")
+    binds = ceiling is not None and not race["lowered"] and highest(run) > max(ceiling, race["scale"]) * 1.0001
+    return "(binds; not run)" if binds else "(does not bind)"
+
+
 def main() -> None:
     scratch = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("/tmp")
     print("From half the best LR (x0.5), 4 processes; ratio of the final eval loss to the seed's best DDP point.\n")
@@ -88,9 +95,38 @@ def main() -> None:
         a, b = pair["eval_loss"] / best, run["eval_loss"] / best
         pairs.append((a, b))
         print(f"| {ts[0]} {ts[1]} | {highest(pair):.3g} / {highest(run):.3g} | {a:.3f} | {b:.3f} | {b - a:+.3f} |")
+    # At the best LR (queue_session47c.sh): the default's row, and with the ceiling where the default climbed above it.
+    print("\nAt the best LR, 4 processes (queue_session47c.sh): the default, and the ceiling where it binds:\n")
+    print("| task, seed | race probe loss (x 1, 2.15, 4.64, 10) | ceiling | highest scale without / with | without | "
+          "with | difference |")
+    print("|---|---|---|---|---|---|---|")
+    best_pairs = []
+    for ts in ["g2", "c1", "g0", "c2", "g1", "c0"]:
+        rows = load(scratch / "best47" / ts / "results.jsonl", HERE / "runs" / f"best_{ts}.jsonl")
+        run = last_hdet(rows)
+        if run is None:
+            continue
+        best = min(r["eval_loss"] for r in rows if r.get("kind") == "ddp")
+        ceil_run = last_hdet(load(scratch / "ceil47_best" / ts / "results.jsonl", HERE / "runs" / f"ceil_best_{ts}.jsonl"))
+        race = run["start_race"]
+        a = run["eval_loss"] / best
+        ceiling = race.get("stall_ceiling")
+        with_cells = "- | - | -"
+        if ceil_run is not None:
+            b = ceil_run["eval_loss"] / best
+            best_pairs.append((a, b))
+            with_cells = f"{highest(ceil_run):.3g} | {a:.3f} | {b:.3f} | {b - a:+.3f}"
+            print(f"| {ts[0]} {ts[1]} | {', '.join(f'{x:.3f}' for x in race['probe_losses'])} | {ceiling} | "
+                  f"{highest(run):.3g} / {with_cells} |")
+        else:
+            print(f"| {ts[0]} {ts[1]} | {', '.join(f'{x:.3f}' for x in race['probe_losses'])} | {ceiling} | "
+                  f"{highest(run):.3g} / {binding(run)} | {a:.3f} | - | - |")
+    if best_pairs:
+        diffs = [b - a for a, b in best_pairs]
+        print(f"\nAt the best LR, {len(best_pairs)} paired runs: with minus without mean {statistics.mean(diffs):+.3f}.")
     if pairs:
         diffs = [b - a for a, b in pairs]
-        print(f"\nStall ceiling, session 47's {len(pairs)} paired runs: with minus without mean {statistics.mean(diffs):+.3f}, "
+        print(f"\nStall ceiling below the best LR, session 47's {len(pairs)} paired runs: with minus without mean {statistics.mean(diffs):+.3f}, "
               f"lower on {sum(d < 0 for d in diffs)}, higher on {sum(d > 0 for d in diffs)}.")
 
 
