@@ -474,7 +474,7 @@ class HDETConfig:
             "stalled (removed less than half the probe loss the start's copy removed from the initial weights': "
             "past the edge of stability): the race saw that LR fail. Without it the controller's climb from a few "
             "times below the best LR took a LoRA classifier to the race's collapsed LR (3.3x the sweep's best loss), "
-            "and from half the best LR past the LR of DDP's loss. It binds only where a copy stalled (the "
+            "and from half the best LR left a run worse than DDP at that LR. It binds only where a copy stalled (the "
             "pretrained classifiers, not the from-scratch language models): on 10 measured classifier runs from "
             "0.2-0.5x the best LR, mean -0.031 (lower on 5, higher on 5 by up to 0.055; the one run worse than DDP "
             "at its start LR, 1.316, ended 1.048). Not applied where the cap would be the start itself (the first "
