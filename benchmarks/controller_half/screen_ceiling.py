@@ -4,7 +4,9 @@
 
 For every recorded HDET run with a start race (the race's record: probe losses, initial probe loss, multipliers),
 the stall ceiling (`hdet_hf.start_race.stall_ceiling`) against the highest controller scale the run reached. The
-ceiling binds where that scale went above it; rows with start_race_stall_ceiling already on are left out.
+ceiling binds where that scale went above it; rows with start_race_stall_ceiling already on are left out. This is
+the rule as screened and measured in session 47; the committed default skips a ceiling at the start itself (1.0: the
+2.15x copy stalled), so rows listed with ceiling 1.0 run as without it (BENCHMARKS.md item 49).
 """
 
 import glob
