@@ -19,18 +19,21 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from .collectives import gather_rows
+from .collectives import fused_average_, gather_rows
 from .start_race import (
     RaceDecision,
+    RaceGroups,
     below_multiplier,
     confirm_with_below,
     decide_lower,
     decide_race,
     race_assignment,
+    race_groups,
     race_multipliers,
     stall_ceiling,
 )
@@ -63,8 +66,11 @@ class RaceSteps:
         parameters: list[nn.Parameter],
         max_grad_norm: float | None,
         run_scaler: torch.amp.GradScaler | None,
+        average_gradients: Callable[[list[nn.Parameter]], None] | None = None,
     ) -> None:
         self.optimizer, self.parameters, self.max_grad_norm = optimizer, parameters, max_grad_norm
+        # With several ranks training one copy (`start_race.race_groups`): averages their gradients before a step.
+        self.average_gradients = average_gradients
         self.scaler: torch.amp.GradScaler | None = None
         if run_scaler is not None and run_scaler.is_enabled():
             self.scaler = torch.amp.GradScaler(run_scaler._device)
@@ -74,7 +80,10 @@ class RaceSteps:
         (loss if self.scaler is None else self.scaler.scale(loss)).backward()
 
     def step(self) -> None:
-        """Unscale (before clipping, as the run does), clip, step (skipped by the scaler on an overflow), zero."""
+        """Average over the copy's ranks (if several train it), unscale (before clipping, as the run does), clip,
+        step (skipped by the scaler on an overflow: an overflow on one rank reaches the others' average), zero."""
+        if self.average_gradients is not None:
+            self.average_gradients(self.parameters)
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         if self.max_grad_norm:
@@ -92,15 +101,19 @@ def race_and_decide(
     optimizer: torch.optim.Optimizer,
     engine: HDETEngine,
     config: HDETConfig,
-    train_copy: Callable[[float], None],
+    train_copy: Callable[[float, Callable[[list[nn.Parameter]], None] | None], None],
     score: Callable[[], torch.Tensor],
     lowers: bool,
+    data_parallel: bool = False,
 ) -> RaceDecision:
     """Race the 4 candidates (and, when ``lowers``, the copy one step below the start) and decide.
 
-    ``model`` is the bare module (its backward must not all-reduce: each replica races its own LR). ``train_copy(m)``
-    trains the weights as they are for the race's steps, with every param group's LR already at ``m`` x its peak;
-    ``score()`` returns the weights' per-example probe losses (a 1-D tensor, the same examples on every rank).
+    ``model`` is the bare module (its backward must not all-reduce: each replica races its own LR).
+    ``train_copy(m, average_gradients)`` trains the weights as they are for the race's steps, with every param group's
+    LR already at ``m`` x its peak, calling ``average_gradients(parameters)`` before each step when it is not None
+    (`RaceSteps`); ``score()`` returns the weights' per-example probe losses (a 1-D tensor, the same examples on every
+    rank). ``data_parallel``: the shell gives each rank its share of a copy's batch (`start_race.race_groups`), so from
+    8 processes on groups of ranks train each copy together; else every rank races its copies alone.
     """
     multipliers = race_multipliers(config.controller_max_factor)
     below = below_multiplier(config.controller_max_factor, len(multipliers))
@@ -108,8 +121,10 @@ def race_and_decide(
     # in an idle slot where the process count leaves one (3, 5-7, 8+ processes), else in a round of its own on
     # replica 0 (the other replicas race a copy that is thrown away meanwhile: see the idle slots below).
     copies = [*multipliers, below] if lowers else multipliers
-    mine = race_assignment(engine.rank, engine.world_size, len(copies))
-    rounds = math.ceil(len(copies) / engine.world_size)
+    groups = race_groups(engine.rank, engine.world_size, data_parallel)
+    mine = [] if groups.group is None else race_assignment(groups.group, groups.count, len(copies))
+    rounds = math.ceil(len(copies) / groups.count)
+    average_gradients = _group_averaging(groups, engine)
     if any(len(state) for state in optimizer.state.values()):
         raise RuntimeError("The start race runs before the optimizer's first step, but the optimizer has state.")
 
@@ -139,7 +154,7 @@ def race_and_decide(
         for group in optimizer.param_groups:
             group["lr"] = peak_lr(group) * multiplier
         model.train()
-        train_copy(multiplier)
+        train_copy(multiplier, average_gradients)
         return scored()
 
     def scored() -> torch.Tensor:
@@ -156,7 +171,8 @@ def race_and_decide(
     initial_scores = scored()
     try:
         # Each candidate's per-example probe losses in its round's slot; a replica with fewer candidates leaves
-        # zeros. Candidate c is raced by replica c % N in round c // N.
+        # zeros. Candidate c is raced by group c % G in round c // G (G groups; a group of one rank each up to 7
+        # processes), and its first rank's scores stand for it (the group's ranks hold the same weights).
         row = torch.zeros(rounds, initial_scores.numel())
         for slot in range(rounds):
             if slot < len(mine):
@@ -168,7 +184,7 @@ def race_and_decide(
                 race_copy(copies[0])
         gathered = gather_rows(row.flatten(), engine.rank, engine.world_size, device=device, group=engine.group)
         slots = gathered.view(engine.world_size, rounds, initial_scores.numel())
-        raced = torch.stack([slots[c % engine.world_size, c // engine.world_size] for c in range(len(copies))])
+        raced = torch.stack([slots[groups.scoring_rank(c)] for c in range(len(copies))])
         per_candidate = raced[: len(multipliers)]
         decision = decide_race(
             per_candidate,
@@ -180,7 +196,8 @@ def race_and_decide(
         below_scores = raced[len(multipliers)] if lowers else None
         if decision.wants_below and below_scores is None:
             # A race that only raises pays for the copy below the start only when the rest would raise. Every
-            # replica races it (compute_loss may run collectives, as above); replica 0's scores decide for all.
+            # replica races it (compute_loss may run collectives, as above); replica 0's scores decide for all (its
+            # group races it together).
             mine_below = race_copy(below) if engine.rank == 0 else race_copy(below).zero_()
             gathered = gather_rows(mine_below, engine.rank, engine.world_size, device=device, group=engine.group)
             below_scores = gathered[0]
@@ -198,6 +215,30 @@ def race_and_decide(
         for group, lr in zip(optimizer.param_groups, schedule_lrs):
             group["lr"] = lr
         model.train(was_training)
+
+
+def _group_averaging(groups: RaceGroups, engine: HDETEngine) -> Callable[[list[nn.Parameter]], None] | None:
+    """The gradient average of this rank's race group (None where each rank races alone). Creates one process group
+    per race group, on every rank alike (``new_group`` is collective over the engine's group)."""
+    if groups.size == 1:
+        return None
+
+    def global_rank(rank: int) -> int:
+        return rank if engine.group is None else dist.get_global_rank(engine.group, rank)
+
+    handles = [dist.new_group([global_rank(r) for r in groups.ranks(g)]) for g in range(groups.count)]
+    if groups.group is None:
+        return None  # a leftover rank races its thrown-away copies alone
+    handle, size, member = handles[groups.group], groups.size, groups.member
+
+    def average(parameters: list[nn.Parameter]) -> None:
+        # Zeros for a parameter this rank's batch left without a gradient: every rank must send the same layout.
+        for p in parameters:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        fused_average_([p.grad for p in parameters], torch.zeros(0), member, size, group=handle)
+
+    return average
 
 
 def race_user_batches(
@@ -271,8 +312,9 @@ def race_user_batches(
 
     trained = [p for p in module.parameters() if p.requires_grad]
 
-    def train_copy(multiplier: float) -> None:
-        race_steps = RaceSteps(optimizer, trained, max_grad_norm, grad_scaler)
+    def train_copy(multiplier: float, average_gradients: Callable[[list[nn.Parameter]], None] | None) -> None:
+        # Every rank holds the same user batches (checked above): each races its copies alone, never averaged.
+        race_steps = RaceSteps(optimizer, trained, max_grad_norm, grad_scaler, average_gradients)
         bar = tqdm(race_batches, desc=f"HDET start race (LR x {multiplier:.3g})", disable=not rank0, leave=False)
         for batch in bar:
             race_steps.backward(loss_fn(module, batch))

@@ -4,8 +4,11 @@ There are always `RACE_CANDIDATES` (4) candidate LRs, ``start x max_factor ** (c
 controller's bound), whatever the number of replicas: replica ``r`` of ``N`` races candidates ``r, r + N, ...``
 (with 2 replicas each races two, one after the other; the copy below the start, point (4), is one more; a replica
 with no copy of its own in a round races one that is thrown away, as a Trainer's compute_loss may run collectives),
-all from the initial weights on the same batches, and scores each copy on the same probe examples. So the decision does not depend on
-how many processes run it. The run keeps its initial weights and raises the base LR's start when (1) every larger
+all from the initial weights on the same batches, and scores each copy on the same probe examples. From 8 processes
+on, HDETTrainer's race runs in groups of ``N // 4`` ranks that train each copy together, each on its share of the
+copy's batch (`race_groups`), so a copy always trains on about a quarter of the run's global batch, as in the
+4-process races every threshold here was measured on. So the decision does not depend on how many processes run it
+(from 4 processes on; at 2 a copy takes half the global batch, and those races were measured too). The run keeps its initial weights and raises the base LR's start when (1) every larger
 LR beat the start (the start came last), (2) the probe loss fell with each step up in LR from the start to the
 winner, (3) the winner beat the start by ``significance`` paired standard errors over the probe's examples, and (4)
 a fifth copy one step below the start (``start / max_factor ** (1 / 3)``; raced with the candidates by default, only
@@ -69,6 +72,8 @@ __all__ = [
     "race_multipliers",
     "below_multiplier",
     "race_assignment",
+    "RaceGroups",
+    "race_groups",
     "RaceDecision",
     "decide_race",
     "confirm_with_below",
@@ -127,6 +132,54 @@ def race_assignment(rank: int, world_size: int, candidates: int = RACE_CANDIDATE
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in a world of {world_size}.")
     return list(range(rank, candidates, world_size))
+
+
+# Every threshold of the rule was set on races whose copies each trained on one replica's batch at 4 processes: a
+# quarter of the run's global batch. From 8 processes on, groups of ranks train each copy together (data-parallel) so
+# that a copy's batch stays about that share, whatever the number of processes (`race_groups`).
+CALIBRATED_REPLICAS = 4
+
+
+@dataclass(frozen=True)
+class RaceGroups:
+    """How the ranks share the race's copies: ``size`` ranks train each copy together, each on its share of the
+    copy's batch, with their gradients averaged (1: each rank races its copies alone, as on up to 7 processes);
+    ``count`` such groups race copies side by side. ``group`` is this rank's (None for a rank left over when the
+    process count is not a multiple of ``size``: it races copies that are thrown away, so every rank trains as often
+    as the others) and ``member`` its place in the group (which share of each batch it takes)."""
+
+    size: int
+    count: int
+    group: int | None
+    member: int
+
+    def ranks(self, group: int) -> list[int]:
+        """The ranks of group ``group`` (member order)."""
+        return list(range(group * self.size, (group + 1) * self.size))
+
+    def scoring_rank(self, candidate: int) -> tuple[int, int]:
+        """The rank whose scores stand for candidate ``candidate``, and the round it is raced in."""
+        return (candidate % self.count) * self.size, candidate // self.count
+
+
+def race_groups(rank: int, world_size: int, data_parallel: bool = True) -> RaceGroups:
+    """The race's groups on ``world_size`` processes: ``world_size // 4`` ranks per copy (at least 1), so each copy
+    trains on about a quarter of the run's global batch from 8 processes on, as at 4 (where each copy took one
+    replica's batch); below 8 processes every rank races alone, as the measured races did (at 2 processes a copy
+    takes half the global batch: those races were measured too). Without ``data_parallel`` (a hand-written loop's race
+    on the user's own batches, the same on every rank) every rank races alone.
+
+    Why not one replica's batch everywhere: a copy's batch sets how noisy its steps are, and a smaller batch favours
+    a smaller LR. On 8 processes (a copy on an eighth of the batch) the 4.64x copy stalled from a third of the
+    classifiers' best LR where at 4 processes it learned fastest (BENCHMARKS.md item 50): the decision depended on
+    the process count.
+    """
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not in a world of {world_size}.")
+    size = max(1, world_size // CALIBRATED_REPLICAS) if data_parallel else 1
+    count = world_size // size
+    group = rank // size if rank < count * size else None
+    return RaceGroups(size=size, count=count, group=group, member=rank % size if group is not None else 0)
 
 
 @dataclass(frozen=True)

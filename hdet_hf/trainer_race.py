@@ -17,7 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .race_runner import RaceSteps, race_and_decide
-from .start_race import RaceDecision, race_steps_for_run
+from .start_race import RaceDecision, race_groups, race_steps_for_run
 
 if TYPE_CHECKING:
     from .trainer import HDETTrainerMixin
@@ -96,16 +96,21 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     # A race step takes one replica's batch of the run: per-device batch x gradient accumulation, in micro-batches of
     # the per-device size (the run's memory). A step on the micro-batch alone would race at a fraction of the batch
     # the run's LR is for, and a smaller batch favours a smaller LR.
+    # From 8 processes on, groups of ranks train each copy together, each rank on its share (`race_groups`): a copy's
+    # batch stays a quarter of the run's global batch, as in the 4-process races the rule was measured on.
     micro = args.per_device_train_batch_size
     accumulation = max(int(args.gradient_accumulation_steps or 1), 1)
-    batches = _race_examples(trainer, steps, micro * accumulation, len(probe_examples) * from_train)
+    groups = race_groups(engine.rank, engine.world_size)
+    share = micro * accumulation
+    every = _race_examples(trainer, steps, share * groups.size, len(probe_examples) * from_train)
+    batches = [examples[groups.member * share : (groups.member + 1) * share] for examples in every]
 
     trained = [p for p in model.parameters() if p.requires_grad]
     # Under --fp16 on a GPU the Trainer steps through Accelerate's GradScaler; the race steps through a copy of it.
     run_scaler = getattr(trainer.accelerator, "scaler", None)
 
-    def train_copy(multiplier: float) -> None:
-        race_steps = RaceSteps(optimizer, trained, args.max_grad_norm, run_scaler)
+    def train_copy(multiplier: float, average_gradients: Any) -> None:
+        race_steps = RaceSteps(optimizer, trained, args.max_grad_norm, run_scaler, average_gradients)
         bar = tqdm(
             batches,
             desc=f"HDET start race (LR x {multiplier:.3g})",
@@ -136,7 +141,7 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     bookkeeping = {name: copy.deepcopy(getattr(trainer, name)) for name in LOSS_BOOKKEEPING if hasattr(trainer, name)}
     try:
         lowers = config.start_race_lowers is not False
-        decision = race_and_decide(model, optimizer, engine, config, train_copy, score, lowers)
+        decision = race_and_decide(model, optimizer, engine, config, train_copy, score, lowers, data_parallel=True)
     finally:
         for name, value in bookkeeping.items():
             setattr(trainer, name, value)

@@ -14,6 +14,7 @@ from hdet_hf.start_race import (
     decide_lower,
     decide_race,
     race_assignment,
+    race_groups,
     race_multipliers,
     race_steps_for_run,
 )
@@ -41,6 +42,43 @@ def test_every_candidate_is_raced_once_whatever_the_number_of_replicas(world_siz
     assert race_assignment(5, 8) == []
     with pytest.raises(ValueError, match="not in a world of 2"):
         race_assignment(2, 2)
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4, 7, 8, 10, 12, 16])
+def test_race_groups_keep_a_copys_batch_near_a_quarter_of_the_global_batch(world_size):
+    groups = [race_groups(rank, world_size) for rank in range(world_size)]
+    size, count = groups[0].size, groups[0].count
+    # Below 8 processes every rank races alone (the measured races); from 8 on, world_size // 4 ranks per copy.
+    assert size == (1 if world_size < 8 else world_size // 4)
+    assert count == world_size // size and count >= min(world_size, 4)
+    # A copy's batch as a share of the global batch: a quarter at 4, 8, 12 and 16 processes (one, two, three, four
+    # replicas' batches), between a seventh and a quarter elsewhere from 4 processes on.
+    if world_size >= 4:
+        assert 1 / 7 <= size / world_size <= 1 / 4
+        assert size / world_size == 1 / 4 or world_size % 4
+    # Groups are runs of consecutive ranks; a rank left over (9 processes: rank 8) has no group.
+    for rank, g in enumerate(groups):
+        if rank < count * size:
+            assert (g.group, g.member) == (rank // size, rank % size)
+            assert rank in g.ranks(g.group)
+        else:
+            assert g.group is None and g.member == 0
+    # Every copy (4 candidates and the one below) is raced by exactly one group, scored on that group's first rank.
+    copies = RACE_CANDIDATES + 1
+    raced = sorted(c for k in range(count) for c in race_assignment(k, count, copies))
+    assert raced == list(range(copies))
+    for c in range(copies):
+        rank, round_ = groups[0].scoring_rank(c)
+        assert groups[rank].group == c % count and groups[rank].member == 0 and round_ == c // count
+    # Without data parallelism (a hand-written loop's race on the user's own batches) every rank races alone.
+    assert {race_groups(rank, world_size, data_parallel=False).size for rank in range(world_size)} == {1}
+
+
+def test_race_groups_with_a_leftover_rank():
+    # 9 processes: 4 pairs and rank 8 left over (it races thrown-away copies alone).
+    assert [race_groups(r, 9).group for r in range(9)] == [0, 0, 1, 1, 2, 2, 3, 3, None]
+    with pytest.raises(ValueError, match="not in a world of 8"):
+        race_groups(8, 8)
 
 
 def losses(*rows):

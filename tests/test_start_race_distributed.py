@@ -88,6 +88,29 @@ def test_the_decision_does_not_depend_on_the_number_of_replicas(tmp_path):
     assert two == four
 
 
+def test_from_8_processes_pairs_of_ranks_race_each_copy_on_a_quarter_of_the_global_batch(tmp_path):
+    # The same global batch of 16 on 4 processes (4 each) and on 8 (2 each). At 4 each copy trains on one replica's
+    # batch of 4; at 8 two ranks train each copy together on 2 examples each, their gradients averaged: the same
+    # 4 examples per step and the same mean gradient, so the same probe losses up to float rounding and the same
+    # decision. Before session 48 a copy on 8 processes trained on one replica's 2 examples: half the batch the
+    # rule was measured with, and a smaller batch favours a smaller LR (BENCHMARKS.md item 50).
+    flags = ["--learning_rate", "1e-3", "--hdet_start_race_steps", "3"]
+    four = race_record(run(tmp_path, "four", *flags, nproc=4)[0])
+    eight_ranks = run(tmp_path, "eight", *flags, "--per_device_train_batch_size", "2", nproc=8)
+    eight = race_record(eight_ranks[0])
+    assert all(race_record(rank) == eight for rank in eight_ranks)  # one decision, alike on every rank
+    assert eight["probe_losses"] == pytest.approx(four["probe_losses"], rel=1e-5, abs=1e-6)
+    assert eight["below_probe_loss"] == pytest.approx(four["below_probe_loss"], rel=1e-5, abs=1e-6)
+    assert eight["scale"] == four["scale"] and len(set(eight["probe_losses"])) == 4
+    # Besides the gather of the probe losses: one gradient average per race step and round (5 copies over 4 pairs:
+    # two rounds of 3 steps), inside each pair only.
+    for rank in eight_ranks:
+        assert rank["race_collectives"] == {"gloo:all_reduce": 1 + 2 * 3}, rank["race_collectives"]
+    # Without the pairs (one rank's 2 examples per copy step) the copies train on other batches: the test can fail.
+    alone = race_record(run(tmp_path, "alone", *flags, "--per_device_train_batch_size", "2", nproc=4)[0])
+    assert alone["probe_losses"] != pytest.approx(four["probe_losses"], rel=1e-5, abs=1e-6)
+
+
 def test_a_race_step_takes_the_runs_batch_with_gradient_accumulation(tmp_path):
     # With --gradient_accumulation_steps 2 and a per-device batch of 2, a race step trains on the replica's batch of 4
     # (two micro-batches of 2, their mean losses averaged), as one of 4 without accumulation does: the same examples,
