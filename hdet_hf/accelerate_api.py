@@ -210,7 +210,8 @@ class HDETAccelerate:
 
         As `OneCycleAutoLR.start_race`: the replicas train copies of the initial weights for ``steps`` steps each
         at the peak LR x 1, 2.15, 4.64 and 10 (and x 0.464 when ``lowers``) on the first ``steps`` of
-        ``train_batches`` (one replica's batch each: with gradient accumulation, the accumulated batch), score each
+        ``train_batches`` (one replica's batch each: with gradient accumulation, the accumulated batch; on 8 or
+        more processes a quarter of the global batch, as HDETTrainer's race takes), score each
         copy on ``probe_batches`` (one loss per batch, paired over the copies) with ``loss_fn(model, batch)``, and
         start the controller at the decided scale; the run keeps its initial weights, optimizer state and random
         streams. Both batch lists must be the same on every rank (checked). Whole replicas only (not

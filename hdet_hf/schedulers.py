@@ -417,7 +417,8 @@ class OneCycleAutoLR(OneCycleLR):
         ``model``: the model being trained (the DistributedDataParallel wrapper or its module: the race trains the
         module, so no gradients are all-reduced while each replica races its own LR). ``loss_fn(model, batch)``
         returns the mean loss of ``batch`` under ``model`` (the loop's own forward: autocast inside it if the loop
-        uses it). ``train_batches`` (one rank's batch each) and ``probe_batches`` must be the same on every rank
+        uses it). ``train_batches`` (one rank's batch each; on 8 or more processes a quarter of the global batch, the
+        share the rule was measured at, as HDETTrainer's race takes) and ``probe_batches`` must be the same on every rank
         (e.g. drawn with a seeded generator): they are checked, and refused where they differ. ``max_grad_norm``:
         clip as the loop does. ``grad_scaler``: the loop's ``torch.amp.GradScaler`` under fp16 (each copy steps
         through a fresh one with its state, so small gradients do not underflow and an overflow skips the step, as
