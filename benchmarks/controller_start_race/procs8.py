@@ -73,6 +73,24 @@ def main() -> None:
             ref = races([json.loads(line) for line in open(path)]) if path.exists() else {}
             print(f"| {t[0]} | x{ {'third': '1/3', 'half': '0.5', 'best': '1'}[start]} | {cell(ref.get(start))} | "
                   f"{cell(before.get(start))} | {cell(now.get(start))} |")
+    print("\nFull runs from x1/3 on 8 processes (ratio to the recorded 4-process sweep's best point; DDP at x1/3 is the "
+          "4-process sweep's point):\n")
+    print("| task | race | row | final scale | eval loss ratio |")
+    print("|---|---|---|---|---|")
+    for t in ("c0", "g0"):
+        for kind, label in (("f8_48", "one rank per copy (before)"), ("f8n_48", "pairs (now)")):
+            records = rows(scratch, kind, t)
+            sweep = [r for r in records if r.get("kind") == "ddp"]
+            if not sweep:
+                continue
+            best = min(r["eval_loss"] for r in sweep)
+            for r in records:
+                if r.get("kind") == "hdet":
+                    row = "default (stall ceiling)" if r["name"].endswith("_ceil_third") else "stall ceiling off"
+                    print(f"| {t[0]} | {label} | {row} | {r['final_scale']:.3g} | {r['eval_loss'] / best:.3f} |")
+            third = [r for r in sweep if abs(r["start_lr"] / min(sweep, key=lambda r: r["eval_loss"])["start_lr"] - 1 / 3) < 0.01]
+            if third and kind == "f8_48":
+                print(f"| {t[0]} | - | DDP at x1/3 | - | {third[0]['eval_loss'] / best:.3f} |")
     print("\nScratch: every rank trains every copy together (the run's global batch of 16, 24 steps per copy: the "
           "4-process race's cost), 4 processes, seed 0 (a patch, not kept):\n")
     print("| task | start | 4 processes (recorded) | global batch |")
