@@ -118,8 +118,8 @@ def race_and_decide(
     multipliers = race_multipliers(config.controller_max_factor)
     below = below_multiplier(config.controller_max_factor, len(multipliers))
     # A race that may lower always needs the copy below the start, so it is raced as one more candidate (the last):
-    # in an idle slot where the process count leaves one (3, 5-7, 8+ processes), else in a round of its own on
-    # replica 0 (the other replicas race a copy that is thrown away meanwhile: see the idle slots below).
+    # in an idle slot where the groups leave one (3 or 5-7 processes, or 5+ groups: 10, 15 ...), else in a round of
+    # its own on group 0 (the other groups race a copy that is thrown away meanwhile: see the idle slots below).
     copies = [*multipliers, below] if lowers else multipliers
     groups = race_groups(engine.rank, engine.world_size, data_parallel)
     mine = [] if groups.group is None else race_assignment(groups.group, groups.count, len(copies))
@@ -219,7 +219,8 @@ def race_and_decide(
 
 def _group_averaging(groups: RaceGroups, engine: HDETEngine) -> Callable[[list[nn.Parameter]], None] | None:
     """The gradient average of this rank's race group (None where each rank races alone). Creates one process group
-    per race group, on every rank alike (``new_group`` is collective over the engine's group)."""
+    per race group on every rank alike: ``new_group`` is collective over every process, which the Trainer's race
+    (whole replicas, never HSDP) has in its engine's group."""
     if groups.size == 1:
         return None
 
