@@ -62,16 +62,16 @@ def main() -> None:
     scratch = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("/tmp")
     OUT.mkdir(exist_ok=True)
     print("Race decisions (probe loss per candidate x 1, 2.15, 4.64, 10; below (x 0.464) -> the scale the run starts "
-          "at; the stall ceiling), pretrained classifiers, seed 0.\n")
-    print("| task | start | 4 processes (recorded) | 8 processes, one rank per copy (before) | 8 processes, pairs "
+          "at; the stall ceiling), pretrained classifiers, seeds 0 (and 1 from x1/3).\n")
+    print("| task, seed | start | 4 processes (recorded) | 8 processes, one rank per copy (before) | 8 processes, pairs "
           "(now) |")
     print("|---|---|---|---|---|")
-    for t in ("c0", "g0", "i0"):
+    for t in ("c0", "g0", "i0", "c1", "g1"):
         before, now = races(rows(scratch, "r8_48", t)), races(rows(scratch, "r8n_48", t))
-        for start in ("third", "half", "best"):
+        for start in ("third", "half", "best") if t[1] == "0" else ("third",):
             path = REFERENCE[start](t)
             ref = races([json.loads(line) for line in open(path)]) if path.exists() else {}
-            print(f"| {t[0]} | x{ {'third': '1/3', 'half': '0.5', 'best': '1'}[start]} | {cell(ref.get(start))} | "
+            print(f"| {t[0]} {t[1]} | x{ {'third': '1/3', 'half': '0.5', 'best': '1'}[start]} | {cell(ref.get(start))} | "
                   f"{cell(before.get(start))} | {cell(now.get(start))} |")
     print("\nFull runs from x1/3 on 8 processes (ratio to the recorded 4-process sweep's best point; DDP at x1/3 is the "
           "4-process sweep's point):\n")
