@@ -6,8 +6,8 @@ scratch "global batch" race (every rank trains every copy together, 24 steps) on
 
 Scratch folders (SCRATCH, default /tmp): r8_48/<task><seed> (8 processes, 023b957's parent: one replica's 2 examples
 per copy step), r8n_48/<task><seed> (8 processes at 023b957: pairs of ranks, 4 examples per copy step), f8_48 and
-f8n_48 (full runs on 8 processes), rg48 (the global-batch race: procs8/global_batch_scratch.patch on 3d3a90e, env HDET_EXP_RACE_BATCH=global; not in the library). Copied into procs8/, else read
-from the copies.
+f8n_48 (full runs on 8 processes), rg48 (the global-batch race: procs8/global_batch_scratch.patch on 3d3a90e,
+env HDET_EXP_RACE_BATCH=global; not in the library). Copied into procs8/, else read from the copies.
 """
 
 import json
