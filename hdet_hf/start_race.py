@@ -6,9 +6,11 @@ controller's bound), whatever the number of replicas: replica ``r`` of ``N`` rac
 with no copy of its own in a round races one that is thrown away, as a Trainer's compute_loss may run collectives),
 all from the initial weights on the same batches, and scores each copy on the same probe examples. From 8 processes
 on, HDETTrainer's race runs in groups of ``N // 4`` ranks that train each copy together, each on its share of the
-copy's batch (`race_groups`), so a copy always trains on about a quarter of the run's global batch, as in the
-4-process races every threshold here was measured on. So the decision does not depend on how many processes run it
-(from 4 processes on; at 2 a copy takes half the global batch, and those races were measured too). The run keeps its initial weights and raises the base LR's start when (1) every larger
+copy's batch (`race_groups`), so a copy trains on a quarter of the run's global batch at 4, 8, 12 ... processes,
+as in the 4-process races every threshold here was measured on (at 2 a copy takes half the global batch, at 5-7 a
+fifth to a seventh; the 2-process races were measured too). The copies then see the same examples whatever the
+process count; a copy with dropout still draws other masks when its batch is split over ranks, which can decide a
+copy at the edge of stability (BENCHMARKS.md item 50). The run keeps its initial weights and raises the base LR's start when (1) every larger
 LR beat the start (the start came last), (2) the probe loss fell with each step up in LR from the start to the
 winner, (3) the winner beat the start by ``significance`` paired standard errors over the probe's examples, and (4)
 a fifth copy one step below the start (``start / max_factor ** (1 / 3)``; raced with the candidates by default, only

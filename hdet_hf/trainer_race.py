@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch import nn
 from tqdm.auto import tqdm
 
 from .race_runner import RaceSteps, race_and_decide
@@ -109,7 +111,7 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     # Under --fp16 on a GPU the Trainer steps through Accelerate's GradScaler; the race steps through a copy of it.
     run_scaler = getattr(trainer.accelerator, "scaler", None)
 
-    def train_copy(multiplier: float, average_gradients: Any) -> None:
+    def train_copy(multiplier: float, average_gradients: Callable[[list[nn.Parameter]], None] | None) -> None:
         race_steps = RaceSteps(optimizer, trained, args.max_grad_norm, run_scaler, average_gradients)
         bar = tqdm(
             batches,
