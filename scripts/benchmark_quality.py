@@ -367,6 +367,19 @@ def build_parser() -> argparse.ArgumentParser:
         "HF's default dropout 0.1; the size flags map to n_embd, n_layer, n_inner and n_head "
         "(--num_key_value_heads is not used).",
     )
+    p.add_argument(
+        "--corpus",
+        choices=("docstrings", "stdlib_code"),
+        default="docstrings",
+        help="clm task: the text. docstrings: the standard library's docstrings (tasks a-b, d-h). stdlib_code: "
+        "its source code (held-out task j, scripts/code_task.py), with the docstring tokenizer.",
+    )
+    p.add_argument(
+        "--init_from",
+        default="",
+        help="clm task: start every run from this pretrained model folder (save_pretrained; held-out task j: "
+        "scripts/pretrain_tiny_lm.py) instead of a random init; the model's sizes come from it.",
+    )
     p.add_argument("--max_length", type=int, default=64, help="Docstring task: tokens per example.")
     p.add_argument(
         "--lora_r",
@@ -787,6 +800,10 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             return {"accuracy": float((np.argmax(prediction.predictions, -1) == prediction.label_ids).mean())}
     else:
         tokenizer, lm = load_default_task(block_size=args.block_size, vocab_size=args.vocab_size)
+        if args.corpus == "stdlib_code":
+            from code_task import load_code_task
+
+            lm = load_code_task(tokenizer, block_size=args.block_size)
         train_ds = lm["train"]
         eval_ds = lm["validation"]
         if args.eval_blocks and args.eval_blocks < len(eval_ds):
@@ -858,6 +875,11 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             model = build_minilm_classifier()
             if args.lora_r:
                 model = with_lora(model, args.lora_r)
+        elif args.init_from:
+            model = transformers.AutoModelForCausalLM.from_pretrained(args.init_from)
+            if model.config.vocab_size != len(tokenizer):
+                raise SystemExit(f"--init_from {args.init_from}: vocabulary {model.config.vocab_size}, the task's "
+                                 f"tokenizer has {len(tokenizer)} (pass the --vocab_size it was pretrained with)")
         elif args.model_type == "gpt2":
             model = build_gpt2_model(tokenizer, args.block_size, **model_overrides(spec.setting))
         else:
@@ -966,6 +988,8 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             "wsd_decay_steps": int(round(args.wsd_decay_ratio * steps)),
             "adam_beta2": args.adam_beta2,
             "model_type": args.model_type if args.task == "clm" else "minilm",
+            "corpus": args.corpus if args.task == "clm" else "docstrings",
+            "init_from": args.init_from if args.task == "clm" else "",
             "lora_r": args.lora_r if args.task == "docstrings" else 0,
             "probe_holdout": args.probe_holdout if hdet is not None else 0,
             "weight_decay": args.weight_decay,
