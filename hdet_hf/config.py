@@ -493,16 +493,6 @@ class HDETConfig:
             "largest, how far a larger candidate must be ahead of the start for the raise to go to it)."
         },
     )
-    start_race_warmup: float = field(
-        default=0.0,
-        metadata={
-            "help": "A linear warm-up inside each start-race copy: over this fraction of the race's steps a copy's LR "
-            "climbs from 1/W of its candidate LR to it (W the warm-up's steps), then stays there. 0 (default): "
-            "every copy steps at its candidate LR from the first step. With Adam a pretrained model's first steps "
-            "at a high constant LR undo what pre-training learned, so without a warm-up the race ranks small LRs "
-            "first on a pretrained language model (BENCHMARKS.md, reading 54). A number in [0, 1)."
-        },
-    )
     lr_groups: bool = field(
         default=False,
         metadata={
@@ -827,11 +817,6 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('start_race_steps')} must be an integer >= 0 (0: no race; unset: the default), but got "
                 f"{self.start_race_steps!r}."
-            )
-        if not (math.isfinite(self.start_race_warmup) and 0 <= self.start_race_warmup < 1):
-            raise ValueError(
-                f"{_flag('start_race_warmup')} must be a fraction of the race's steps in [0, 1), but got "
-                f"{self.start_race_warmup!r}. Use e.g. 0.5 (half the race's steps), or 0 for no warm-up."
             )
         if not (math.isfinite(self.start_race_significance) and self.start_race_significance >= 0):
             raise ValueError(

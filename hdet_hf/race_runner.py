@@ -35,7 +35,6 @@ from .start_race import (
     race_assignment,
     race_groups,
     race_multipliers,
-    race_warmup_factors,
     stall_ceiling,
 )
 
@@ -68,14 +67,8 @@ class RaceSteps:
         max_grad_norm: float | None,
         run_scaler: torch.amp.GradScaler | None,
         average_gradients: Callable[[list[nn.Parameter]], None] | None = None,
-        warmup_factors: Sequence[float] = (),
     ) -> None:
         self.optimizer, self.parameters, self.max_grad_norm = optimizer, parameters, max_grad_norm
-        # `--hdet_start_race_warmup`: step i runs at warmup_factors[i] x the copy's candidate LR (set before this is
-        # built); no factors, or past their end, at the candidate LR.
-        self.warmup_factors = list(warmup_factors)
-        self.candidate_lrs = [group["lr"] for group in optimizer.param_groups]
-        self.steps_taken = 0
         # With several ranks training one copy (`start_race.race_groups`): averages their gradients before a step.
         self.average_gradients = average_gradients
         self.scaler: torch.amp.GradScaler | None = None
@@ -95,11 +88,6 @@ class RaceSteps:
             self.scaler.unscale_(self.optimizer)
         if self.max_grad_norm:
             torch.nn.utils.clip_grad_norm_(self.parameters, self.max_grad_norm)
-        if self.steps_taken < len(self.warmup_factors):
-            factor = self.warmup_factors[self.steps_taken]
-            for group, lr in zip(self.optimizer.param_groups, self.candidate_lrs):
-                group["lr"] = lr * factor
-        self.steps_taken += 1
         if self.scaler is None:
             self.optimizer.step()
         else:
@@ -327,8 +315,7 @@ def race_user_batches(
 
     def train_copy(multiplier: float, average_gradients: Callable[[list[nn.Parameter]], None] | None) -> None:
         # Every rank holds the same user batches (checked above): each races its copies alone, never averaged.
-        warmup = race_warmup_factors(len(race_batches), engine.config.start_race_warmup)
-        race_steps = RaceSteps(optimizer, trained, max_grad_norm, grad_scaler, average_gradients, warmup)
+        race_steps = RaceSteps(optimizer, trained, max_grad_norm, grad_scaler, average_gradients)
         bar = tqdm(race_batches, desc=f"HDET start race (LR x {multiplier:.3g})", disable=not rank0, leave=False)
         for batch in bar:
             race_steps.backward(loss_fn(module, batch))

@@ -72,7 +72,6 @@ __all__ = [
     "RACE_CANDIDATES",
     "race_steps_for_run",
     "race_multipliers",
-    "race_warmup_factors",
     "below_multiplier",
     "race_assignment",
     "RaceGroups",
@@ -122,19 +121,6 @@ def race_multipliers(max_factor: float, candidates: int = RACE_CANDIDATES) -> li
     if candidates < 2:
         raise ValueError(f"The start race needs at least 2 candidates, got {candidates}.")
     return [max_factor ** (c / (candidates - 1)) for c in range(candidates)]
-
-
-def race_warmup_factors(steps: int, warmup: float) -> list[float]:
-    """Each race step's share of a copy's candidate LR: ``(i + 1) / W`` for the first ``W = ceil(warmup x steps)``
-    steps, then 1 (``warmup`` 0: 1 throughout, the race without a warm-up).
-
-    >>> race_warmup_factors(6, 0.5)
-    [0.3333333333333333, 0.6666666666666666, 1.0, 1.0, 1.0, 1.0]
-    """
-    if not 0 <= warmup < 1:
-        raise ValueError(f"The race's warm-up is a fraction of its steps in [0, 1), got {warmup!r}.")
-    ramp = math.ceil(warmup * steps)
-    return [min((i + 1) / ramp, 1.0) if ramp else 1.0 for i in range(steps)]
 
 
 def below_multiplier(max_factor: float, candidates: int = RACE_CANDIDATES) -> float:

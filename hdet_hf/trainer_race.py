@@ -19,7 +19,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .race_runner import RaceSteps, race_and_decide
-from .start_race import RaceDecision, race_groups, race_steps_for_run, race_warmup_factors
+from .start_race import RaceDecision, race_groups, race_steps_for_run
 
 if TYPE_CHECKING:
     from .trainer import HDETTrainerMixin
@@ -112,8 +112,7 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     run_scaler = getattr(trainer.accelerator, "scaler", None)
 
     def train_copy(multiplier: float, average_gradients: Callable[[list[nn.Parameter]], None] | None) -> None:
-        warmup = race_warmup_factors(len(batches), config.start_race_warmup)
-        race_steps = RaceSteps(optimizer, trained, args.max_grad_norm, run_scaler, average_gradients, warmup)
+        race_steps = RaceSteps(optimizer, trained, args.max_grad_norm, run_scaler, average_gradients)
         bar = tqdm(
             batches,
             desc=f"HDET start race (LR x {multiplier:.3g})",
