@@ -10,6 +10,9 @@ what pre-training learned). Everything is offline:
   a different domain for the same tokenizer. Files are split into train and validation by a hash of their
   path, so the split does not depend on the order they are read in.
 
+Files that share text (the codecs' mapping tables in ``encodings/``) put a few identical blocks on both sides: 32 of
+the 1,693 validation blocks repeat a train block.
+
 ``MAX_FILES`` caps the corpus: 200 steps of 4 x 4 blocks of 128 tokens use ~0.4M tokens, far below what the
 whole standard library holds, and a smaller corpus tokenizes in seconds.
 """

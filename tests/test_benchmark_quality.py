@@ -135,6 +135,40 @@ def test_docstring_task_is_labelled_deterministic_and_split_without_overlap():
     assert 0.1 < len(validation) / len(examples) < 0.3
 
 
+def test_code_task_splits_files_and_the_shipped_pretrained_model_knows_the_docstrings():
+    """Held-out task j: the code corpus splits by file, deterministically; the shipped model was pretrained on the
+    docstrings with their tokenizer (its loss there is far below a random init's, and above it on code)."""
+    import code_task
+    import torch
+    import transformers
+
+    from hdet_hf.examples.data import load_default_task
+
+    files = code_task.stdlib_code_files(40)
+    assert files == code_task.stdlib_code_files(40) and len(files) == len(set(files)) == 40
+    assert not any("test" in part for f in files for part in f.parts[-2:])
+    tokenizer, lm = load_default_task(block_size=128, vocab_size=1024)
+    code = code_task.load_code_task(tokenizer, block_size=128, validation_fraction=0.2, max_files=40)
+    assert len(code["train"]) > len(code["validation"]) > 0
+    # Split by file: a validation block repeats a train block only where two files share text (the codecs' tables
+    # in encodings/: 32 of 1,693 validation blocks of the whole task).
+    train_blocks = set(map(tuple, code["train"]["input_ids"]))
+    repeated = [b for b in map(tuple, code["validation"]["input_ids"]) if b in train_blocks]
+    assert len(repeated) < 0.05 * len(code["validation"])
+    pretrained = Path(__file__).resolve().parent.parent / "benchmarks" / "pretrained_tiny_lm"
+    model = transformers.AutoModelForCausalLM.from_pretrained(pretrained).eval()
+    assert model.config.vocab_size == len(tokenizer)
+
+    def loss_on(blocks) -> float:
+        batch = torch.tensor(blocks[:8]["input_ids"])
+        with torch.no_grad():
+            return float(model(input_ids=batch, labels=batch).loss)
+
+    docstrings, source = loss_on(lm["validation"]), loss_on(code["validation"])
+    assert docstrings < 0.6 * torch.log(torch.tensor(1024.0)) < source + 2.0
+    assert docstrings < source
+
+
 def test_gpt2_model_follows_the_size_flags_and_trains_on_the_clm_task():
     """--model_type gpt2 (held-out task h): the Llama-style size flags reach GPT-2's config; a step lowers the loss."""
     import torch
