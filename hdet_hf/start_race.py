@@ -347,7 +347,7 @@ def decide_lower(
     On a pretrained model every copy may lose ground in the race's first steps (Adam's first steps at a constant
     LR, no warm-up); then a copy below that ended a hair under the initial loss is noise, not progress (held-out
     task j at its best LR: 0.7 % under it, lowered, and the run ended 2.5 % worse than DDP; BENCHMARKS.md, reading
-    54). Where lowering was measured to help (the classifiers from 3x above) that copy removed 25-70 % of the loss.
+    54). Where lowering was measured to help (the classifiers from 3x above) that copy removed 25-80 % of the loss.
     """
     if decision.scale != 1.0:
         raise ValueError("Only a race that did not raise can lower the start.")
