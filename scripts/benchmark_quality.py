@@ -385,9 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--lora_r",
         type=int,
         default=0,
-        help="Docstring task: train a PEFT LoRA adapter of this rank on the attention's query and value "
-        "projections (alpha = 2 r, the new head fully trained), held-out task i; 0 (default) fine-tunes every "
-        "weight. Needs `pip install peft`.",
+        help="Docstring task, or the clm task with --init_from: train a PEFT LoRA adapter of this rank on the "
+        "attention's query and value projections (alpha = 2 r; on the classifier the new head fully trained: held-out "
+        "task i; on the pretrained LM nothing else: held-out task k); 0 (default) fine-tunes every weight. Needs "
+        "`pip install peft`.",
     )
     p.add_argument("--batch_size", type=int, default=8, help="Per-device train batch size (blocks).")
     p.add_argument("--block_size", type=int, default=128)
@@ -717,12 +718,14 @@ def build_gpt2_model(tokenizer: Any, block_size: int, **sizes: int) -> Any:
 
 
 def with_lora(model: Any, rank: int) -> Any:
-    """``model`` wrapped in a PEFT LoRA adapter (query/value, alpha 2 r, the classification head trained)."""
+    """``model`` wrapped in a PEFT LoRA adapter on the attention's query and value projections, alpha 2 r: a BERT
+    classifier (``query``/``value``, the new classification head trained too) or a causal LM (``q_proj``/``v_proj``,
+    everything else frozen)."""
     from peft import LoraConfig, TaskType, get_peft_model
 
-    config = LoraConfig(
-        task_type=TaskType.SEQ_CLS, r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=["query", "value"]
-    )
+    causal = getattr(model.config, "is_decoder", False) or model.config.model_type in {"llama", "gpt2"}
+    task, targets = (TaskType.CAUSAL_LM, ["q_proj", "v_proj"]) if causal else (TaskType.SEQ_CLS, ["query", "value"])
+    config = LoraConfig(task_type=task, r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=targets)
     return get_peft_model(model, config)
 
 
@@ -880,6 +883,8 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             if model.config.vocab_size != len(tokenizer):
                 raise SystemExit(f"--init_from {args.init_from}: vocabulary {model.config.vocab_size}, the task's "
                                  f"tokenizer has {len(tokenizer)} (pass the --vocab_size it was pretrained with)")
+            if args.lora_r:
+                model = with_lora(model, args.lora_r)
         elif args.model_type == "gpt2":
             model = build_gpt2_model(tokenizer, args.block_size, **model_overrides(spec.setting))
         else:
@@ -990,7 +995,7 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             "model_type": args.model_type if args.task == "clm" else "minilm",
             "corpus": args.corpus if args.task == "clm" else "docstrings",
             "init_from": args.init_from if args.task == "clm" else "",
-            "lora_r": args.lora_r if args.task == "docstrings" else 0,
+            "lora_r": args.lora_r if args.task == "docstrings" or args.init_from else 0,
             "probe_holdout": args.probe_holdout if hdet is not None else 0,
             "weight_decay": args.weight_decay,
             "train_s": round(train_s, 1),
