@@ -34,8 +34,10 @@ TASKS = (
     ("c", "pretrained MiniLM classifier, 200 steps", "c.md", "c_procs2_cut.md"),
     ("g", "the same classifier, 120 steps", "g.md", "g_procs2_cut.md"),
     ("i", "LoRA on the classifier, 200 steps", "i.md", "i_procs2_cut.md"),
-    # Held out in session 49 (today's default, every cell its own run): a pretrained tiny Llama fine-tuned on code.
+    # Held out in session 49 (today's default, every cell its own run): a pretrained tiny Llama fine-tuned on code,
+    # all weights (j) and a LoRA adapter (k).
     ("j", "pretrained Llama fine-tuned on code, 200 steps", "j.md", "j_procs2.md"),
+    ("k", "LoRA r 8 on task j, 200 steps", "k.md", None),
 )
 # Tables beside each table above that replace some of its cells, in order (a later one wins), where they exist:
 # `<stem>_<kind>.md` (a.md -> a_race.md, a_procs2_cut.md -> a_procs2_race.md). A race that neither raises nor lowers

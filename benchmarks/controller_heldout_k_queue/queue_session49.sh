@@ -9,3 +9,10 @@ PYTHONPATH=/tmp/wt49d python scripts/benchmark_quality.py --out_dir /work/main/b
   --grid 3e-3,1e-2,3e-2,1e-1,3e-1 --configs sweep,${T}_best,${T}_low,${T}_high
 BEST=$(python -c "import json; print(json.load(open('/work/main/benchmarks/controller_heldout_k/results.json'))['meta']['best_lr'])" 2>/dev/null)
 echo "best $BEST"
+# then (best 0.03): DDP at 3x above on seed 0, and seeds 1-2
+PYTHONPATH=/tmp/wt49d python scripts/benchmark_quality.py --out_dir /work/main/benchmarks/controller_heldout_k --resume --seed 0 $K \
+  --grid 0.09 --max_grid_extensions 0 --best_lr 0.03 --configs ddp_lr0.09
+for s in 1 2; do
+  PYTHONPATH=/tmp/wt49d python scripts/benchmark_quality.py --out_dir /work/main/benchmarks/controller_heldout_k_seed$s --seed $s $K \
+    --grid 0.003,0.03,0.09 --max_grid_extensions 0 --best_lr 0.03 --configs sweep,${T}_best,${T}_low,${T}_high
+done
