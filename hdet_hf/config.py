@@ -439,9 +439,8 @@ class HDETConfig:
             "from the initial weights' as the start's copy did, and itself removed at least a tenth of that loss and "
             "beat the initial weights by as many standard errors (a start past the edge of stability stalls or "
             "collapses; a smaller LR's short-horizon edge is small; on a pretrained model every copy at a constant LR "
-            "may first lose ground, reading 54). After a lowering "
-            "the controller never raises the "
-            "LR above the lowered start. Unset (default): wherever the race runs; false: the race only raises; true: "
+            "may first lose ground, reading 54). After a lowering the controller never raises the LR above the "
+            "lowered start. Unset (default): wherever the race runs; false: the race only raises; true: "
             "as unset, and an error where no race can run. Costs one more race copy: ceil(5 / N) instead of "
             "ceil(4 / N) x the race's steps per replica (BENCHMARKS.md, readings 47 and 48)."
         },
