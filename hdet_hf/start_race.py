@@ -372,19 +372,16 @@ def decide_lower(
     lowered = False
     if math.isfinite(below_mean) and below.numel() >= 2:
         start_mean = float(start.mean()) if bool(torch.isfinite(start).all()) else math.inf
-        below_progress = initial_mean - below_mean
         start_progress = initial_mean - start_mean  # -inf when the start's copy diverged
-        differences = start - below if math.isfinite(start_mean) else None
-        beats = differences is None or (
-            float(differences.mean()) > 0
-            and float(differences.mean())
-            >= significance * float(differences.std(unbiased=True)) / math.sqrt(below.numel())
-        )
-        learned, learned_se = paired_gap(initial, below)
+        beats = True  # a start whose copy diverged is beaten by any finite copy below
+        if math.isfinite(start_mean):
+            gap, gap_se = paired_gap(start, below)
+            beats = gap > 0 and gap >= significance * gap_se
+        below_progress, below_se = paired_gap(initial, below)
         lowered = (
-            learned > 0
-            and learned >= significance * learned_se
-            and learned >= min_progress * initial_mean
+            below_progress > 0
+            and below_progress >= significance * below_se
+            and below_progress >= min_progress * initial_mean
             and beats
             and below_progress >= progress_ratio * max(start_progress, 0.0)
         )
