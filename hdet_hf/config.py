@@ -14,6 +14,8 @@ import warnings
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
+from .probe_sample import PROBE_SAMPLINGS
+
 __all__ = [
     "HDETConfig",
     "GRADIENT_SYNC_MODES",
@@ -600,6 +602,19 @@ class HDETConfig:
         default=32,
         metadata={"help": "Examples in the shared probe batch of the probe-based --hdet_controller_signal values."},
     )
+    probe_sampling: str = field(
+        default="spread",
+        metadata={
+            "help": "Which examples of the eval set (else the train set) form the shared probe batch that scores the "
+            "replicas and the start race's copies: 'spread' (default since session 50), --hdet_probe_size examples "
+            "evenly spaced over the dataset; 'first', its first --hdet_probe_size (the rule before). An ordered "
+            "dataset (a causal-LM set of consecutive blocks, sorted files or labels) puts one document first: on a "
+            "pretrained LM fine-tuned on code the first 32 blocks were one source file whose loss rose at every LR "
+            "while the spread examples' fell (BENCHMARKS.md reading 55). Examples the probe takes from the train set "
+            "are left out of the race's and cool-downs' batches.",
+            "choices": list(PROBE_SAMPLINGS),
+        },
+    )
     cooldown_steps: int = field(
         default=4,
         metadata={
@@ -736,6 +751,7 @@ class HDETConfig:
                 f"share of each vote's window that the averaged probe averages. Use e.g. {_flag('averaged_probe_share')} "
                 "0.33 (its last third) or 1 (the whole window)."
             )
+        _check_choice("probe_sampling", self.probe_sampling, PROBE_SAMPLINGS)
         if not isinstance(self.probe_size, int) or isinstance(self.probe_size, bool) or self.probe_size < 1:
             raise ValueError(
                 f"{_flag('probe_size')} must be a positive integer, but got {self.probe_size!r}."

@@ -54,6 +54,7 @@ from .hyperparameters import (
     weight_decay_hyperparameter,
 )
 from .loss_signal import count_label_items, loss_divides_by_items, per_item_mean_loss
+from .probe_sample import indices_without, probe_indices
 from .process import check_launch_seen, remember_backend
 from .schedule_metadata import (
     MODEL_CARD_TAG,
@@ -338,8 +339,9 @@ class HDETTrainerMixin:
             model.train(was_training)
 
     def _probe_examples(self, size: int, needed_by: str | None = None) -> list[Any]:
-        """The shared probe's examples: the first ``size`` of the eval set, else of the train set. ``needed_by``
-        names the flag that needs them in the error (default: the controller signal)."""
+        """The shared probe's examples: ``size`` of the eval set, else of the train set, chosen by
+        --hdet_probe_sampling (`probe_sample.probe_indices`). ``needed_by`` names the flag that needs them in the
+        error (default: the controller signal)."""
         dataset, problems = None, []
         # The eval set if it can give a batch, else the train set (the help text of the flag says so).
         for name, candidate in (("eval_dataset", self.eval_dataset), ("train_dataset", self.train_dataset)):
@@ -366,10 +368,19 @@ class HDETTrainerMixin:
                 f"from the eval_dataset, else the train_dataset, but {' and '.join(problems)}. Pass a non-empty "
                 "sized eval_dataset, or use --hdet_controller_signal train_loss."
             )
-        count = min(size, len(dataset))
+        indices = probe_indices(len(dataset), size, self.args.hdet_config.probe_sampling)
         if hasattr(dataset, "select"):  # a datasets.Dataset: drop the columns the model does not take
-            dataset = self._remove_unused_columns(dataset.select(range(count)), description="probe")
-        return [dataset[i] for i in range(count)]
+            dataset = self._remove_unused_columns(dataset.select(indices), description="probe")
+            return [dataset[i] for i in range(len(indices))]
+        return [dataset[i] for i in indices]
+
+    def _train_indices_without_probe(self, dataset_size: int) -> list[int]:
+        """The train set's indices that the start race and the cool-downs may train on: all but the probe's when the
+        probe comes from the train set (no eval set)."""
+        config = self.args.hdet_config
+        if self.eval_dataset is not None:
+            return list(range(dataset_size))
+        return indices_without(dataset_size, probe_indices(dataset_size, config.probe_size, config.probe_sampling))
 
     def _make_cooldown_loss_fn(self, probe_size: int, batch_size: int, seed: int) -> Callable[[int], torch.Tensor]:
         """Training loss of the unwrapped model on cool-down batch ``i`` of the current converge.
@@ -387,15 +398,13 @@ class HDETTrainerMixin:
             )
         if hasattr(dataset, "column_names"):  # a datasets.Dataset: drop the columns the model does not take
             dataset = self._remove_unused_columns(dataset, description="cool-down")
-        first = min(probe_size, len(dataset)) if self.eval_dataset is None else 0
-        if len(dataset) - first < 1:
-            first = 0
-        size = min(batch_size, len(dataset) - first)
+        kept = self._train_indices_without_probe(len(dataset))
+        size = min(batch_size, len(kept))
         engine = self.hdet_engine
 
         def cooldown_loss(i: int) -> torch.Tensor:
             generator = torch.Generator().manual_seed((seed * 1_000_003 + engine.step) * 101 + i)
-            rows = (first + torch.randperm(len(dataset) - first, generator=generator)[:size]).tolist()
+            rows = [kept[j] for j in torch.randperm(len(kept), generator=generator)[:size].tolist()]
             batch = self._prepare_inputs(self.data_collator([dataset[j] for j in rows]))
             model = self.accelerator.unwrap_model(self.model)
             model.train()

@@ -33,9 +33,9 @@ LOSS_BOOKKEEPING = ("_metrics", "_total_train_tokens")
 __all__ = ["race_steps", "run_start_race"]
 
 
-def _race_examples(trainer: HDETTrainerMixin, steps: int, batch_size: int, skip: int) -> list[list[Any]]:
+def _race_examples(trainer: HDETTrainerMixin, steps: int, batch_size: int) -> list[list[Any]]:
     """``steps`` batches of train examples, the same on every rank (a generator seeded by ``--seed``), leaving out
-    the first ``skip`` examples (the probe's, when it comes from the train set)."""
+    the probe's examples when the probe comes from the train set."""
     dataset = trainer.train_dataset
     if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
         raise ValueError(
@@ -44,9 +44,9 @@ def _race_examples(trainer: HDETTrainerMixin, steps: int, batch_size: int, skip:
         )
     if hasattr(dataset, "column_names"):  # a datasets.Dataset: drop the columns the model does not take
         dataset = trainer._remove_unused_columns(dataset, description="start race")
-    skip = skip if len(dataset) - skip >= 1 else 0
+    kept = trainer._train_indices_without_probe(len(dataset))
     generator = torch.Generator().manual_seed(trainer.args.seed * 1_000_003 + 40)
-    order = (skip + torch.randperm(len(dataset) - skip, generator=generator)).tolist()
+    order = [kept[i] for i in torch.randperm(len(kept), generator=generator).tolist()]
     size = min(batch_size, len(order))
     return [[dataset[order[(i * size + j) % len(order)]] for j in range(size)] for i in range(steps)]
 
@@ -94,7 +94,6 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     model = trainer.accelerator.unwrap_model(trainer.model)
     optimizer = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
     probe_examples = trainer._probe_examples(config.probe_size, needed_by="--hdet_start_race_steps")
-    from_train = trainer.eval_dataset is None
     # A race step takes one replica's batch of the run: per-device batch x gradient accumulation, in micro-batches of
     # the per-device size (the run's memory). A step on the micro-batch alone would race at a fraction of the batch
     # the run's LR is for, and a smaller batch favours a smaller LR.
@@ -104,7 +103,7 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     accumulation = max(int(args.gradient_accumulation_steps or 1), 1)
     groups = race_groups(engine.rank, engine.world_size)
     share = micro * accumulation
-    every = _race_examples(trainer, steps, share * groups.size, len(probe_examples) * from_train)
+    every = _race_examples(trainer, steps, share * groups.size)
     batches = [examples[groups.member * share : (groups.member + 1) * share] for examples in every]
 
     trained = [p for p in model.parameters() if p.requires_grad]

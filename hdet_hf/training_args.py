@@ -136,6 +136,7 @@ class HDETTrainingArguments(TrainingArguments):
     hdet_controller_signal: str = hdet_field("controller_signal")
     hdet_averaged_probe_share: float = hdet_field("averaged_probe_share")
     hdet_probe_size: int = hdet_field("probe_size")
+    hdet_probe_sampling: str = hdet_field("probe_sampling")
     hdet_cooldown_steps: int = hdet_field("cooldown_steps")
     hdet_cooldown_batch_size: int = hdet_field("cooldown_batch_size")
     hdet_cooldown_lr: str = hdet_field("cooldown_lr")
