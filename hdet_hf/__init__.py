@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .accelerate_api import HDETAccelerate
     from .config import HDETConfig
+    from .probe_sample import probe_indices
     from .schedule_metadata import HDETSchedule
     from .schedulers import OneCycleAutoLR
     from .trainer import HDETTrainer, HDETTrainerMixin
@@ -28,6 +29,7 @@ _SOURCES = {
     "HDETAccelerate": "accelerate_api",
     "OneCycleAutoLR": "schedulers",
     "HDETSchedule": "schedule_metadata",
+    "probe_indices": "probe_sample",
 }
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "HDETAccelerate",
     "OneCycleAutoLR",
     "HDETSchedule",
+    "probe_indices",
 ]
 __version__ = "0.1.0"
 

@@ -304,6 +304,8 @@ def worker(args: argparse.Namespace) -> None:
                 collate([train_ds[order[(i * args.batch_size + j) % len(order)]] for j in range(args.batch_size)])
                 for i in range(RACE_STEPS)
             ]
+            # The first examples, as HDETTrainer's probe took them when these rows were recorded (session 45); the
+            # README now spreads them over the set (`hdet_hf.probe_indices`, session 50).
             probe_batches = [collate([train_ds[i]]) for i in range(min(args.probe_size, len(train_ds)))]
             race = scheduler.start_race(
                 model, race_batches, lambda m, b: m(**b).loss, probe_batches, steps=RACE_STEPS,

@@ -1,0 +1,78 @@
+"""The shared probe's examples: spread over an ordered dataset, the same on every rank, left out of race batches."""
+
+from types import MethodType, SimpleNamespace
+
+import pytest
+import torch
+from datasets import Dataset
+
+from hdet_hf import HDETConfig, probe_indices
+from hdet_hf.probe_sample import indices_without
+from hdet_hf.trainer import HDETTrainerMixin
+from hdet_hf.trainer_race import _race_examples
+
+
+def test_spread_indices_are_distinct_evenly_spaced_and_start_at_the_first_example():
+    assert probe_indices(10, 5) == [0, 2, 4, 6, 8]
+    assert probe_indices(1519, 32)[:3] == [0, 47, 94] and probe_indices(1519, 32)[-1] == 1471
+    for n in (1, 7, 32, 33, 100, 1519):
+        indices = probe_indices(n, 32)
+        assert len(set(indices)) == len(indices) == min(n, 32) and indices == sorted(indices)
+        assert indices[0] == 0 and indices[-1] < n
+    assert probe_indices(10, 5, "first") == [0, 1, 2, 3, 4]
+    assert probe_indices(3, 32) == probe_indices(3, 32, "first") == [0, 1, 2]  # a set smaller than the probe
+    with pytest.raises(ValueError, match="sampling must be one of spread, first"):
+        probe_indices(10, 5, "random")
+
+
+def test_indices_without_the_probe_keep_the_rest_in_order_and_never_leave_nothing():
+    assert indices_without(6, [0, 3]) == [1, 2, 4, 5]
+    assert indices_without(3, [0, 1, 2]) == [0, 1, 2]  # all of it rather than nothing to train on
+
+
+def _trainer(train, eval_dataset=None, **config):
+    """Just what the probe and race helpers read from an HDETTrainer."""
+    trainer = SimpleNamespace(
+        args=SimpleNamespace(hdet_config=HDETConfig(**config), seed=0),
+        train_dataset=train,
+        eval_dataset=eval_dataset,
+        _remove_unused_columns=lambda dataset, description=None: dataset,
+    )
+    for name in ("_probe_examples", "_train_indices_without_probe"):
+        setattr(trainer, name, MethodType(getattr(HDETTrainerMixin, name), trainer))
+    return trainer
+
+
+# A classification set sorted by label, as the benchmark's docstring task and many Hub datasets (IMDB) are.
+SORTED = Dataset.from_dict({"x": list(range(800)), "labels": [i // 100 for i in range(800)]})
+
+
+def test_the_default_probe_of_a_label_sorted_set_holds_every_label_and_first_only_one():
+    spread = _trainer(SORTED)._probe_examples(32)
+    assert len(spread) == 32 and {e["labels"] for e in spread} == set(range(8))
+    assert [e["x"] for e in spread] == probe_indices(800, 32)
+    first = _trainer(SORTED, probe_sampling="first")._probe_examples(32)
+    assert {e["labels"] for e in first} == {0}  # the rule before session 50: one class
+    # A plain list (no `select`) takes the same examples.
+    assert _trainer(list(SORTED))._probe_examples(32) == spread
+    # With an eval set the probe comes from it, spread the same way.
+    held_out = Dataset.from_dict({"x": [1000 + i for i in range(64)], "labels": [i // 8 for i in range(64)]})
+    assert [e["x"] for e in _trainer(SORTED, held_out)._probe_examples(32)] == [1000 + 2 * i for i in range(32)]
+
+
+def test_race_batches_leave_out_the_probes_examples_when_the_probe_comes_from_the_train_set():
+    probe = set(probe_indices(800, 32))
+    trainer = _trainer(SORTED, auto_lr=True)
+    drawn = {e["x"] for batch in _race_examples(trainer, 60, 12) for e in batch}
+    assert len(drawn) == 720 and not drawn & probe  # 60 x 12 examples, none of the probe's
+    # With an eval set the probe is not trained on anyway: the race may draw any train example.
+    with_eval = _trainer(SORTED, Dataset.from_dict({"x": [0], "labels": [0]}), auto_lr=True)
+    assert _trainer(SORTED)._train_indices_without_probe(800) != with_eval._train_indices_without_probe(800)
+    assert with_eval._train_indices_without_probe(800) == list(range(800))
+    # The old rule left out the first probe_size examples, and draws the same batches as before session 50.
+    first = _trainer(SORTED, auto_lr=True, probe_sampling="first")
+    generator = torch.Generator().manual_seed(40)  # --seed 0
+    before = (32 + torch.randperm(800 - 32, generator=generator)).tolist()
+    assert [[e["x"] for e in batch] for batch in _race_examples(first, 60, 12)] == [
+        before[i * 12 : (i + 1) * 12] for i in range(60)
+    ]
