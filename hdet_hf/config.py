@@ -489,15 +489,6 @@ class HDETConfig:
             "(BENCHMARKS.md, readings 51-52)."
         },
     )
-    start_race_cooldown: float = field(
-        default=0.0,
-        metadata={
-            "help": "The share of the start race's steps over which each copy's LR decays linearly towards 0 before "
-            "its probe score (0, the default: every copy trains at a constant LR). A constant LR followed by a "
-            "short cool-down reaches the loss of a full decay (arXiv 2405.18392), so the score ranks the copies by "
-            "what their LR would reach at a run's end, not by the noise a larger step carries."
-        },
-    )
     start_race_significance: float = field(
         default=2.0,
         metadata={
@@ -844,11 +835,6 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('start_race_steps')} must be an integer >= 0 (0: no race; unset: the default), but got "
                 f"{self.start_race_steps!r}."
-            )
-        if not (isinstance(self.start_race_cooldown, (int, float)) and 0 <= self.start_race_cooldown < 1):
-            raise ValueError(
-                f"{_flag('start_race_cooldown')} is the share of the race's steps that decay each copy's LR, in "
-                f"[0, 1), but got {self.start_race_cooldown!r}. Use e.g. 0.25, or 0 for none."
             )
         if not (math.isfinite(self.start_race_significance) and self.start_race_significance >= 0):
             raise ValueError(

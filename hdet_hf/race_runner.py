@@ -25,7 +25,6 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from .collectives import fused_average_, gather_rows
-from .cooldown import cooldown_lr_factors
 from .start_race import (
     RaceDecision,
     RaceGroups,
@@ -68,15 +67,8 @@ class RaceSteps:
         max_grad_norm: float | None,
         run_scaler: torch.amp.GradScaler | None,
         average_gradients: Callable[[list[nn.Parameter]], None] | None = None,
-        total_steps: int = 0,
-        cooldown_share: float = 0.0,
     ) -> None:
         self.optimizer, self.parameters, self.max_grad_norm = optimizer, parameters, max_grad_norm
-        # --hdet_start_race_cooldown: the last ``cooldown`` of ``total_steps`` steps decay the copy's LR linearly
-        # towards 0 (`cooldown.cooldown_lr_factors`), from the LRs set when the copy starts.
-        self.cooldown = round(cooldown_share * total_steps) if total_steps else 0
-        self.total_steps, self.steps_taken = total_steps, 0
-        self.copy_lrs = [group["lr"] for group in optimizer.param_groups]
         # With several ranks training one copy (`start_race.race_groups`): averages their gradients before a step.
         self.average_gradients = average_gradients
         self.scaler: torch.amp.GradScaler | None = None
@@ -96,12 +88,6 @@ class RaceSteps:
             self.scaler.unscale_(self.optimizer)
         if self.max_grad_norm:
             torch.nn.utils.clip_grad_norm_(self.parameters, self.max_grad_norm)
-        into_cooldown = self.steps_taken - (self.total_steps - self.cooldown)
-        if self.cooldown and into_cooldown >= 0:
-            factor = cooldown_lr_factors(self.cooldown)[min(into_cooldown, self.cooldown - 1)]
-            for group, lr in zip(self.optimizer.param_groups, self.copy_lrs):
-                group["lr"] = lr * factor
-        self.steps_taken += 1
         if self.scaler is None:
             self.optimizer.step()
         else:
@@ -329,9 +315,7 @@ def race_user_batches(
 
     def train_copy(multiplier: float, average_gradients: Callable[[list[nn.Parameter]], None] | None) -> None:
         # Every rank holds the same user batches (checked above): each races its copies alone, never averaged.
-        race_steps = RaceSteps(
-            optimizer, trained, max_grad_norm, grad_scaler, average_gradients, len(race_batches), engine.config.start_race_cooldown
-        )
+        race_steps = RaceSteps(optimizer, trained, max_grad_norm, grad_scaler, average_gradients)
         bar = tqdm(race_batches, desc=f"HDET start race (LR x {multiplier:.3g})", disable=not rank0, leave=False)
         for batch in bar:
             race_steps.backward(loss_fn(module, batch))

@@ -111,9 +111,7 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     run_scaler = getattr(trainer.accelerator, "scaler", None)
 
     def train_copy(multiplier: float, average_gradients: Callable[[list[nn.Parameter]], None] | None) -> None:
-        race_steps = RaceSteps(
-            optimizer, trained, args.max_grad_norm, run_scaler, average_gradients, len(batches), config.start_race_cooldown
-        )
+        race_steps = RaceSteps(optimizer, trained, args.max_grad_norm, run_scaler, average_gradients)
         bar = tqdm(
             batches,
             desc=f"HDET start race (LR x {multiplier:.3g})",

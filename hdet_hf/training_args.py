@@ -120,7 +120,6 @@ class HDETTrainingArguments(TrainingArguments):
     hdet_start_race_raise_to: str = hdet_field("start_race_raise_to")
     hdet_start_race_raise_on: str = hdet_field("start_race_raise_on")
     hdet_start_race_stall_ceiling: bool | None = hdet_field("start_race_stall_ceiling")
-    hdet_start_race_cooldown: float = hdet_field("start_race_cooldown")
     hdet_start_race_significance: float = hdet_field("start_race_significance")
     hdet_lr_groups: bool = hdet_field("lr_groups")
     hdet_weight_decay_spread: float = hdet_field("weight_decay_spread")

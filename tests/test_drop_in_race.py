@@ -103,24 +103,3 @@ def test_race_steps_unscale_before_clipping_and_leave_the_runs_scaler_alone():
     assert torch.isfinite(trained).all() and not torch.equal(trained, race_steps_trained(None, None, loss_scale=1e6))
     assert huge.get_scale() == 2.0**127
 
-
-def test_race_steps_cool_down_decays_each_copys_lr_linearly_over_the_last_share_of_steps():
-    from hdet_hf.race_runner import RaceSteps
-
-    model = nn.Linear(3, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.2)
-    seen: list[float] = []
-    opt.register_step_pre_hook(lambda optimizer, args, kwargs: seen.append(optimizer.param_groups[0]["lr"]))
-    steps = RaceSteps(opt, list(model.parameters()), None, None, total_steps=8, cooldown_share=0.5)
-    for batch in (BATCHES * 2)[:8]:
-        steps.backward(loss_fn(model, batch))
-        steps.step()
-    # 4 steps at the copy's LR, then 4/5 .. 1/5 of it (the last step still moves).
-    assert seen == pytest.approx([0.2] * 4 + [0.2 * k / 5 for k in (4, 3, 2, 1)])
-    # Without a cool-down the LR never moves.
-    opt.param_groups[0]["lr"], seen[:] = 0.2, []
-    steps = RaceSteps(opt, list(model.parameters()), None, None, total_steps=8)
-    for batch in (BATCHES * 2)[:8]:
-        steps.backward(loss_fn(model, batch))
-        steps.step()
-    assert seen == [0.2] * 8
