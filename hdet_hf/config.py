@@ -437,7 +437,7 @@ class HDETConfig:
             "help": "Whether the start race may also lower the start LR one step (x 0.464) when it did not raise: "
             "a copy one step below the start is raced too (by replica 0, or by an idle replica when the process "
             "count leaves one), and the run starts there when that copy beat the start by "
-            "--hdet_start_race_significance paired standard errors and removed at least twice as much probe loss "
+            "--hdet_start_race_significance paired standard errors and removed at least three times as much probe loss "
             "from the initial weights' as the start's copy did, and itself removed at least a tenth of that loss and "
             "beat the initial weights by as many standard errors (a start past the edge of stability stalls or "
             "collapses; a smaller LR's short-horizon edge is small; on a pretrained model every copy at a constant LR "
