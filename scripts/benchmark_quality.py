@@ -556,6 +556,8 @@ def plan_hdet(
     # Issue 10: the controller's score and when it acts, each idea a setting, from all three starts, on top of
     # the library's current defaults (shared, spread 0.25, T 10, lambda 1.5, beta 0.5).
     for label, note, extra in CONTROLLER_IDEAS:
+        between = label.endswith(("_race60_lower", "_largest", "_twosteps", "_ceil", "_probespread"))
+        for start in starts + (BETWEEN_STARTS if between else ()):
             add(f"shared_{label}_{start}", "controller", start, label, note, gradient_sync="shared", **{**tuned, **extra})
     # The signal map: the spread alone (no controller) at four fixed LRs around the best, T 3 % of the run, to
     # see what the replicas' comparison says at each LR and phase (scripts/controller_slopes.py reads it).

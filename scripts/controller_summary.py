@@ -52,12 +52,16 @@ TASKS = (
 #   the classifiers from 3x above (controller_start_race/lower_default.md).
 # - "twosteps" (session 46, `twosteps_tables.sh`): the race also raises on a falling trend over two steps up
 #   (`--hdet_start_race_raise_on` unset); from 10x below it changed one recorded race (task a seed 3, 4 processes).
+# - "probespread" (session 50, `benchmarks/controller_probe_spread/`): the probe's examples spread over the data
+#   (`--hdet_probe_sampling` unset) and the lowering's 3x progress ratio; it changes every run, so it replaces every
+#   start of the tasks re-measured on 3 seeds (j, j at 2 processes, k).
 OVERLAYS = (
     ("today", ("best", "high")),
     ("race", ("low",)),
     ("largest", ("low",)),
     ("twosteps", ("low",)),
     ("lower", ("high",)),
+    ("probespread", ("best", "low", "high")),
 )
 
 
