@@ -599,9 +599,10 @@ class HDETConfig:
             "help": "Which examples of the eval set (else the train set) form the shared probe batch that scores the "
             "replicas and the start race's copies: 'spread' (default since session 50), --hdet_probe_size examples "
             "evenly spaced over the dataset; 'first', its first --hdet_probe_size (the rule before). An ordered "
-            "dataset (a causal-LM set of consecutive blocks, sorted files or labels) puts one document first: on a "
-            "pretrained LM fine-tuned on code the first 32 blocks were one source file whose loss rose at every LR "
-            "while the spread examples' fell (BENCHMARKS.md reading 55). Examples the probe takes from the train set "
+            "dataset (a causal-LM set of consecutive blocks, sorted files or labels) puts one document or class first: "
+            "on a pretrained LM fine-tuned on code the first 32 blocks were one source file whose loss rose at the "
+            "best LR while that of blocks spread over the set fell, and on a label-sorted classification set they "
+            "were one class (BENCHMARKS.md reading 55). Examples the probe takes from the train set "
             "are left out of the race's and cool-downs' batches.",
             "choices": list(PROBE_SAMPLINGS),
         },
