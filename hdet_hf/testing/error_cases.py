@@ -538,6 +538,11 @@ CASES: list[ErrorCase] = [
         start_race_steps=0,
     ),
     _config(
+        'probe_sampling="random"',
+        r"--hdet_probe_sampling must be one of spread, first, but got 'random'",
+        probe_sampling="random",
+    ),
+    _config(
         'start_race_raise_on="trend"',
         r"--hdet_start_race_raise_on must be one of start_last, two_steps, but got 'trend'",
         start_race_raise_on="trend",
