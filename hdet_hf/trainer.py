@@ -308,7 +308,7 @@ class HDETTrainerMixin:
                         "--hdet_hsdp_shard_size; use train_and_averaged_probe."
                     )
                 self.hdet_engine.cooldown_loss_fn = self._make_cooldown_loss_fn(
-                    config.probe_size, config.cooldown_batch_size or config.probe_size, config.seed
+                    config.cooldown_batch_size or config.probe_size, config.seed
                 )
                 self.hdet_engine.cooldown_max_grad_norm = self.args.max_grad_norm or None
         self.lr_scheduler = HDETLRScheduler(self.lr_scheduler, self.hdet_engine)
@@ -382,7 +382,7 @@ class HDETTrainerMixin:
             return list(range(dataset_size))
         return indices_without(dataset_size, probe_indices(dataset_size, config.probe_size, config.probe_sampling))
 
-    def _make_cooldown_loss_fn(self, probe_size: int, batch_size: int, seed: int) -> Callable[[int], torch.Tensor]:
+    def _make_cooldown_loss_fn(self, batch_size: int, seed: int) -> Callable[[int], torch.Tensor]:
         """Training loss of the unwrapped model on cool-down batch ``i`` of the current converge.
 
         Batches of ``batch_size`` train examples, drawn afresh at every converge from a
