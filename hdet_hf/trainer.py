@@ -338,12 +338,11 @@ class HDETTrainerMixin:
             self.label_smoother = smoother
             model.train(was_training)
 
-    def _probe_examples(self, size: int, needed_by: str | None = None) -> list[Any]:
-        """The shared probe's examples: ``size`` of the eval set, else of the train set, chosen by
-        --hdet_probe_sampling (`probe_sample.probe_indices`). ``needed_by`` names the flag that needs them in the
-        error (default: the controller signal)."""
-        dataset, problems = None, []
-        # The eval set if it can give a batch, else the train set (the help text of the flag says so).
+    def _probe_dataset(self) -> tuple[str | None, Any, list[str]]:
+        """Where the shared probe comes from: the eval set if it can give a batch, else the train set (the help text
+        of --hdet_probe_size says so). Returns (name, dataset, problems); name and dataset are None when neither can
+        give one, and problems says why in words."""
+        problems = []
         for name, candidate in (("eval_dataset", self.eval_dataset), ("train_dataset", self.train_dataset)):
             if isinstance(candidate, dict):
                 candidate = next(iter(candidate.values()), None)
@@ -354,8 +353,14 @@ class HDETTrainerMixin:
             elif len(candidate) == 0:
                 problems.append(f"the {name} is empty")
             else:
-                dataset = candidate
-                break
+                return name, candidate, problems
+        return None, None, problems
+
+    def _probe_examples(self, size: int, needed_by: str | None = None) -> list[Any]:
+        """The shared probe's examples: ``size`` of the eval set, else of the train set, chosen by
+        --hdet_probe_sampling (`probe_sample.probe_indices`). ``needed_by`` names the flag that needs them in the
+        error (default: the controller signal)."""
+        _, dataset, problems = self._probe_dataset()
         if dataset is None:
             if needed_by is not None:
                 raise ValueError(
@@ -376,9 +381,10 @@ class HDETTrainerMixin:
 
     def _train_indices_without_probe(self, dataset_size: int) -> list[int]:
         """The train set's indices that the start race and the cool-downs may train on: all but the probe's when the
-        probe comes from the train set (no eval set)."""
+        probe comes from the train set (no usable eval set: none, an empty one or a streaming one)."""
         config = self.args.hdet_config
-        if self.eval_dataset is not None:
+        source, _, _ = self._probe_dataset()
+        if source != "train_dataset":
             return list(range(dataset_size))
         return indices_without(dataset_size, probe_indices(dataset_size, config.probe_size, config.probe_sampling))
 

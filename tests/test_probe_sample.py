@@ -38,7 +38,7 @@ def _trainer(train, eval_dataset=None, **config):
         eval_dataset=eval_dataset,
         _remove_unused_columns=lambda dataset, description=None: dataset,
     )
-    for name in ("_probe_examples", "_train_indices_without_probe"):
+    for name in ("_probe_dataset", "_probe_examples", "_train_indices_without_probe"):
         setattr(trainer, name, MethodType(getattr(HDETTrainerMixin, name), trainer))
     return trainer
 
@@ -76,3 +76,17 @@ def test_race_batches_leave_out_the_probes_examples_when_the_probe_comes_from_th
     assert [[e["x"] for e in batch] for batch in _race_examples(first, 60, 12)] == [
         before[i * 12 : (i + 1) * 12] for i in range(60)
     ]
+
+
+def test_an_empty_eval_set_gives_the_probe_from_the_train_set_and_the_race_leaves_it_out():
+    # The probe falls back to the train set when the eval set cannot give a batch; the race must then not train on it.
+    empty = Dataset.from_dict({"x": [], "labels": []})
+    trainer = _trainer(SORTED, empty, auto_lr=True)
+    assert [e["x"] for e in trainer._probe_examples(32)] == probe_indices(800, 32)
+    assert not set(trainer._train_indices_without_probe(800)) & set(probe_indices(800, 32))
+    drawn = {e["x"] for batch in _race_examples(trainer, 60, 12) for e in batch}
+    assert not drawn & set(probe_indices(800, 32))
+    # A dict of eval sets is read through its first one, as the probe does.
+    assert _trainer(SORTED, {"a": empty}, auto_lr=True)._train_indices_without_probe(800) == (
+        trainer._train_indices_without_probe(800)
+    )
