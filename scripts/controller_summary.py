@@ -55,6 +55,9 @@ TASKS = (
 # - "probespread" (session 50, `benchmarks/controller_probe_spread/`): the probe's examples spread over the data
 #   (`--hdet_probe_sampling` unset) and the lowering's 3x progress ratio; it changes every run, so it replaces every
 #   start of the tasks re-measured on 3 seeds (j, j at 2 processes, k).
+# - "lostground" (session 51, `benchmarks/controller_race_lost_ground/`): the race also lowers a start whose copy ended
+#   above the initial weights' probe loss when the copy below beats it; on the spread probe that happened only from
+#   3x above (j at 4 processes, k), so it replaces those starts.
 OVERLAYS = (
     ("today", ("best", "high")),
     ("race", ("low",)),
@@ -62,6 +65,7 @@ OVERLAYS = (
     ("twosteps", ("low",)),
     ("lower", ("high",)),
     ("probespread", ("best", "low", "high")),
+    ("lostground", ("high",)),
 )
 
 
