@@ -497,6 +497,16 @@ class HDETConfig:
             "largest, how far a larger candidate must be ahead of the start for the raise to go to it)."
         },
     )
+    start_race_probe_size: int = field(
+        default=128,
+        metadata={
+            "help": "Examples the start race scores its copies on (HDETTrainer; chosen as the shared probe's, by "
+            "--hdet_probe_sampling): its decisions are paired tests over these examples, made once per run, so "
+            "they can afford more than the controller's --hdet_probe_size. With 32, a pretrained classifier's "
+            "start that collapsed from 3x above its best LR was not told apart from the copy below it (1.7 standard "
+            "errors; BENCHMARKS.md reading 56). Scored one example at a time."
+        },
+    )
     lr_groups: bool = field(
         default=False,
         metadata={
@@ -598,7 +608,7 @@ class HDETConfig:
         metadata={
             "help": "Which examples of the eval set (else the train set) form the shared probe batch that scores the "
             "replicas and the start race's copies: 'spread' (default since session 50), --hdet_probe_size examples "
-            "evenly spaced over the dataset; 'first', its first --hdet_probe_size (the rule before). An ordered "
+            "(the race's: --hdet_start_race_probe_size) evenly spaced over the dataset; 'first', its first --hdet_probe_size (the rule before). An ordered "
             "dataset (a causal-LM set of consecutive blocks, sorted files or labels) puts one document or class first: "
             "on a pretrained LM fine-tuned on code the first 32 blocks were one source file whose loss rose at the "
             "best LR while that of blocks spread over the set fell, and on a label-sorted classification set they "
@@ -836,6 +846,15 @@ class HDETConfig:
             raise ValueError(
                 f"{_flag('start_race_steps')} must be an integer >= 0 (0: no race; unset: the default), but got "
                 f"{self.start_race_steps!r}."
+            )
+        if (
+            not isinstance(self.start_race_probe_size, int)
+            or isinstance(self.start_race_probe_size, bool)
+            or self.start_race_probe_size < 2
+        ):
+            raise ValueError(
+                f"{_flag('start_race_probe_size')} must be an integer >= 2 (the race's tests need a standard error), "
+                f"but got {self.start_race_probe_size!r}."
             )
         if not (math.isfinite(self.start_race_significance) and self.start_race_significance >= 0):
             raise ValueError(

@@ -380,13 +380,19 @@ class HDETTrainerMixin:
         return [dataset[i] for i in indices]
 
     def _train_indices_without_probe(self, dataset_size: int) -> list[int]:
-        """The train set's indices that the start race and the cool-downs may train on: all but the probe's when the
-        probe comes from the train set (no usable eval set: none, an empty one or a streaming one)."""
+        """The train set's indices that the start race and the cool-downs may train on: all but the probes' (the
+        controller's and the race's) when the probes come from the train set (no usable eval set: none, an empty one
+        or a streaming one)."""
         config = self.args.hdet_config
         source, _, _ = self._probe_dataset()
         if source != "train_dataset":
             return list(range(dataset_size))
-        return indices_without(dataset_size, probe_indices(dataset_size, config.probe_size, config.probe_sampling))
+        probes = {
+            i
+            for size in (config.probe_size, config.start_race_probe_size)
+            for i in probe_indices(dataset_size, size, config.probe_sampling)
+        }
+        return indices_without(dataset_size, sorted(probes))
 
     def _make_cooldown_loss_fn(self, batch_size: int, seed: int) -> Callable[[int], torch.Tensor]:
         """Training loss of the unwrapped model on cool-down batch ``i`` of the current converge.

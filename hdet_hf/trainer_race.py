@@ -93,7 +93,7 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
         return None
     model = trainer.accelerator.unwrap_model(trainer.model)
     optimizer = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
-    probe_examples = trainer._probe_examples(config.probe_size, needed_by="--hdet_start_race_steps")
+    probe_examples = trainer._probe_examples(config.start_race_probe_size, needed_by="--hdet_start_race_steps")
     # A race step takes one replica's batch of the run: per-device batch x gradient accumulation, in micro-batches of
     # the per-device size (the run's memory). A step on the micro-batch alone would race at a fraction of the batch
     # the run's LR is for, and a smaller batch favours a smaller LR.

@@ -9,7 +9,7 @@ from datasets import Dataset
 from hdet_hf import HDETConfig, probe_indices
 from hdet_hf.probe_sample import indices_without
 from hdet_hf.trainer import HDETTrainerMixin
-from hdet_hf.trainer_race import _race_examples
+from hdet_hf.trainer_race import _race_examples, run_start_race
 
 
 def test_spread_indices_are_distinct_evenly_spaced_and_start_at_the_first_example():
@@ -63,14 +63,14 @@ def test_the_default_probe_of_a_label_sorted_set_holds_every_label_and_first_onl
 def test_race_batches_leave_out_the_probes_examples_when_the_probe_comes_from_the_train_set():
     probe = set(probe_indices(800, 32))
     trainer = _trainer(SORTED, auto_lr=True)
-    drawn = {e["x"] for batch in _race_examples(trainer, 60, 12) for e in batch}
-    assert len(drawn) == 720 and not drawn & probe  # 60 x 12 examples, none of the probe's
+    drawn = {e["x"] for batch in _race_examples(trainer, 50, 12) for e in batch}
+    assert len(drawn) == 600 and not drawn & probe  # 50 x 12 distinct examples, none of the probe's
     # With an eval set the probe is not trained on anyway: the race may draw any train example.
     with_eval = _trainer(SORTED, Dataset.from_dict({"x": [0], "labels": [0]}), auto_lr=True)
     assert _trainer(SORTED)._train_indices_without_probe(800) != with_eval._train_indices_without_probe(800)
     assert with_eval._train_indices_without_probe(800) == list(range(800))
     # The old rule left out the first probe_size examples, and draws the same batches as before session 50.
-    first = _trainer(SORTED, auto_lr=True, probe_sampling="first")
+    first = _trainer(SORTED, auto_lr=True, probe_sampling="first", start_race_probe_size=32)
     generator = torch.Generator().manual_seed(40)  # --seed 0
     before = (32 + torch.randperm(800 - 32, generator=generator)).tolist()
     assert [[e["x"] for e in batch] for batch in _race_examples(first, 60, 12)] == [
@@ -90,3 +90,32 @@ def test_an_empty_eval_set_gives_the_probe_from_the_train_set_and_the_race_leave
     assert _trainer(SORTED, {"a": empty}, auto_lr=True)._train_indices_without_probe(800) == (
         trainer._train_indices_without_probe(800)
     )
+
+
+def test_the_race_scores_on_its_own_larger_probe_and_trains_on_none_of_its_examples():
+    # Its tests are paired over the probe's examples, once per run: 128 by default, the controller's probe stays 32.
+    requested = []
+
+    class Asked(Exception):
+        pass
+
+    def probe_examples(size, needed_by=None):
+        requested.append((size, needed_by))
+        raise Asked
+
+    trainer = _trainer(SORTED, auto_lr=True)
+    trainer.hdet_engine = SimpleNamespace(world_size=2)
+    trainer.accelerator = SimpleNamespace(unwrap_model=lambda model: model)
+    trainer.model, trainer.optimizer = torch.nn.Linear(1, 1), None
+    trainer._probe_examples = probe_examples
+    with pytest.raises(Asked):
+        run_start_race(trainer, 60)
+    assert requested == [(128, "--hdet_start_race_steps")]
+    # From the train set, the race's batches leave out both probes' examples (the controller's 32 are among the 128
+    # when spread; with another size, the union).
+    for race_probe in (128, 100):
+        trainer = _trainer(SORTED, auto_lr=True, start_race_probe_size=race_probe)
+        drawn = {e["x"] for batch in _race_examples(trainer, 60, 12) for e in batch}
+        assert not drawn & (set(probe_indices(800, race_probe)) | set(probe_indices(800, 32)))
+    with pytest.raises(ValueError, match="--hdet_start_race_probe_size must be an integer >= 2"):
+        HDETConfig(auto_lr=True, start_race_probe_size=1)

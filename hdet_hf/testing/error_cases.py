@@ -441,6 +441,13 @@ CASES: list[ErrorCase] = [
     ),
     _flags(
         "--hdet_auto_lr",
+        "--hdet_start_race_probe_size",
+        "1",
+        match=r"--hdet_start_race_probe_size must be an integer >= 2 \(the race's tests need a standard error\), "
+        r"but got 1",
+    ),
+    _flags(
+        "--hdet_auto_lr",
         "--hdet_start_race_significance",
         "-1",
         match=r"--hdet_start_race_significance must be a finite number >= 0, but got -1.0",
