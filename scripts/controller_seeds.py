@@ -53,13 +53,18 @@ def parse_same_as(spec: str) -> tuple[str, tuple[str, ...]]:
     return prefix, chosen
 
 
-def folder_rows(folder: Path, extra: Path | None = None) -> list[dict[str, Any]]:
-    """A folder's recorded rows, plus the HDET rows of ``extra`` (a results.jsonl kept elsewhere) whose names the
-    folder does not have: the folder's DDP rows, and its own rows of a name, win."""
+def folder_rows(folder: Path, extra: Path | Sequence[Path] | None = None) -> list[dict[str, Any]]:
+    """A folder's recorded rows, plus the HDET rows of ``extra`` (one or more results.jsonl kept elsewhere; an
+    earlier file wins a name) whose names the folder does not have: the folder's DDP rows, and its own rows of a
+    name, win."""
     rows = read_results(folder / "results.jsonl")
     names = {r["name"] for r in rows}
-    more = read_results(extra) if extra is not None else []
-    return rows + [r for r in more if r.get("kind") != "ddp" and r["name"] not in names]
+    files = [] if extra is None else [extra] if isinstance(extra, Path) else list(extra)
+    for file in files:
+        more = [r for r in read_results(file) if r.get("kind") != "ddp" and r["name"] not in names]
+        rows += more
+        names |= {r["name"] for r in more}
+    return rows
 
 
 def seed_table(
@@ -67,7 +72,7 @@ def seed_table(
     best_lr: float,
     prefix: str,
     same_as: Sequence[tuple[str, Sequence[str]]] = (),
-    rows_from: Sequence[Path | None] | None = None,
+    rows_from: Sequence[Path | Sequence[Path] | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Per start: each folder's HDET ratio, DDP-at-start ratio and accuracy (None where a row is missing), and
     ``source``: None for a row of ``prefix`` itself, else the ``same_as`` prefix the cell was taken from.
@@ -228,8 +233,9 @@ def main(argv: Sequence[str] | None = None) -> str:
         nargs="+",
         default=None,
         metavar="JSONL",
-        help="One results.jsonl per folder (the same order; '-' for none) whose HDET rows join that folder's: rows "
-        "recorded apart from it, e.g. in a scratch copy. The folder's DDP rows stay the denominators",
+        help="One results.jsonl per folder (the same order; '-' for none; several joined by commas, an earlier "
+        "file winning a name) whose HDET rows join that folder's: rows recorded apart from it, e.g. in a scratch "
+        "copy. The folder's DDP rows stay the denominators",
     )
     p.add_argument(
         "--target_points",
@@ -251,8 +257,8 @@ def main(argv: Sequence[str] | None = None) -> str:
                 f"--rows_from takes one file per folder ('-' for none): {len(args.dirs)} folders, "
                 f"{len(args.rows_from)} files"
             )
-        rows_from = [None if name == "-" else Path(name) for name in args.rows_from]
-        missing = [str(f) for f in rows_from if f is not None and not f.is_file()]
+        rows_from = [None if name == "-" else [Path(part) for part in name.split(",")] for name in args.rows_from]
+        missing = [str(f) for files in rows_from if files is not None for f in files if not f.is_file()]
         if missing:
             p.error(f"--rows_from: no such file {', '.join(missing)}")
     bests = [ddp_at(read_results(f / "results.jsonl"), args.best_lr) for f in args.dirs]

@@ -58,6 +58,9 @@ TASKS = (
 # - "lostground" (session 51, `benchmarks/controller_race_lost_ground/`): the race also lowers a start whose copy ended
 #   above the initial weights' probe loss when the copy below beats it; on the spread probe that happened only from
 #   3x above (j at 4 processes, k), so it replaces those starts.
+# - "raceprobe" (session 51, same folder): the race scores on 128 examples (`--hdet_start_race_probe_size` unset);
+#   from 3x above on the classifiers (4 processes) its own runs where its race decided otherwise, the 32-example
+#   race's runs (marked *) where it decided the same.
 OVERLAYS = (
     ("today", ("best", "high")),
     ("race", ("low",)),
@@ -66,6 +69,7 @@ OVERLAYS = (
     ("lower", ("high",)),
     ("probespread", ("best", "low", "high")),
     ("lostground", ("high",)),
+    ("raceprobe", ("high",)),
 )
 
 

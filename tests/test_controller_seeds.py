@@ -164,3 +164,33 @@ def test_rows_from_adds_rows_recorded_apart_and_keeps_the_folders_ddp(tmp_path, 
             [str(one), "--best_lr", "0.01", "--rows", "race", "--rows_from", str(tmp_path / "no")]
         )
     assert "no such file" in capsys.readouterr().err
+
+
+def test_rows_from_joins_several_files_per_folder_the_earlier_winning_a_name(tmp_path, capsys):
+    one = write_seed(tmp_path / "seed0", {0.01: 4.0, 0.001: 5.0}, {})
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text(json.dumps({"name": "new_low", "kind": "hdet", "start_lr": 0.001, "eval_loss": 4.2}) + "\n")
+    second.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"name": "new_low", "kind": "hdet", "start_lr": 0.001, "eval_loss": 9.9},
+                {"name": "old_high", "kind": "hdet", "start_lr": 0.03, "eval_loss": 4.4},
+            ]
+        )
+        + "\n"
+    )
+    table = {
+        e["start"]: e
+        for e in controller_seeds.seed_table(
+            [one], 0.01, "new", [("old", ("high",))], rows_from=[[first, second]]
+        )
+    }
+    assert table["low"]["hdet"] == [pytest.approx(1.05)] and table["high"]["hdet"] == [pytest.approx(1.1)]
+    text = controller_seeds.main(
+        [str(one), "--best_lr", "0.01", "--rows", "new", "--same_as", "old:high", "--rows_from", f"{first},{second}"]
+    )
+    assert "| low (0.001) | 1.050 |" in text and "| 1.100* |" in text
+    with pytest.raises(SystemExit):
+        controller_seeds.main([str(one), "--best_lr", "0.01", "--rows", "new", "--rows_from", f"{first},{tmp_path}/x"])
+    assert "no such file" in capsys.readouterr().err

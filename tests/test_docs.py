@@ -77,8 +77,12 @@ def test_controller_summary_takes_the_3x_above_row_from_a_lowering_table(tmp_pat
 
     folder = tmp_path / "tables"
     shutil.copytree(ROOT / "benchmarks" / "controller_default", folder)
-    (folder / "c_lower.md").unlink(missing_ok=True)
-    (folder / "c_today.md").unlink(missing_ok=True)  # the task table's own 3x-above cell, not today's
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import controller_summary
+
+    # The task table's own 3x-above cell: no overlay of c's (today's, the later sessions').
+    for kind, _ in controller_summary.OVERLAYS:
+        (folder / f"c_{kind}.md").unlink(missing_ok=True)
 
     def c_row() -> list[str]:
         return summary_cells(folder, "c")
@@ -100,7 +104,10 @@ def test_controller_summary_overlays_replace_their_starts_in_order(tmp_path):
 
     folder = tmp_path / "tables"
     shutil.copytree(ROOT / "benchmarks" / "controller_default", folder)
-    for kind in ("today", "race", "largest", "lower"):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import controller_summary
+
+    for kind, _ in controller_summary.OVERLAYS:  # c's later overlays too (probespread, raceprobe: session 50-51)
         (folder / f"c_{kind}.md").unlink(missing_ok=True)
     base = (folder / "c.md").read_text()
 
@@ -127,6 +134,10 @@ def test_controller_summary_overlays_replace_their_starts_in_order(tmp_path):
     assert c_row()[5] == "0.666"
     (folder / "c_lower.md").unlink()
     assert c_row()[5] == own[5]
+    # The later overlays win over the earlier ones: "raceprobe" (session 51) over "lower" for the 3x-above cell.
+    (folder / "c_lower.md").write_text(with_mean("high", "0.666"))
+    (folder / "c_raceprobe.md").write_text(with_mean("high", "0.777"))
+    assert c_row()[5] == "0.777"
 
 
 def test_readme_test_command_is_what_ci_runs():
