@@ -754,24 +754,10 @@ class HDETConfig:
                 "0.33 (its last third) or 1 (the whole window)."
             )
         _check_choice("probe_sampling", self.probe_sampling, PROBE_SAMPLINGS)
-        if not isinstance(self.probe_size, int) or isinstance(self.probe_size, bool) or self.probe_size < 1:
-            raise ValueError(
-                f"{_flag('probe_size')} must be a positive integer, but got {self.probe_size!r}."
-            )
-        if not isinstance(self.cooldown_steps, int) or isinstance(self.cooldown_steps, bool) or self.cooldown_steps < 1:
-            raise ValueError(
-                f"{_flag('cooldown_steps')} must be a positive integer, but got {self.cooldown_steps!r}."
-            )
+        _check_int_at_least("probe_size", self.probe_size, 1)
+        _check_int_at_least("cooldown_steps", self.cooldown_steps, 1)
         _check_choice("cooldown_lr", self.cooldown_lr, ("base", "replica"))
-        if (
-            not isinstance(self.cooldown_batch_size, int)
-            or isinstance(self.cooldown_batch_size, bool)
-            or self.cooldown_batch_size < 0
-        ):
-            raise ValueError(
-                f"{_flag('cooldown_batch_size')} must be an integer >= 0 (0: --hdet_probe_size), but got "
-                f"{self.cooldown_batch_size!r}."
-            )
+        _check_int_at_least("cooldown_batch_size", self.cooldown_batch_size, 0, "0: --hdet_probe_size")
         if not (isinstance(self.lr_spread, (int, float)) and 0.0 <= self.lr_spread < 1.0):
             raise ValueError(
                 f"{_flag('lr_spread')} must be in [0, 1), but got {self.lr_spread!r}: multipliers are "
@@ -847,15 +833,7 @@ class HDETConfig:
                 f"{_flag('start_race_steps')} must be an integer >= 0 (0: no race; unset: the default), but got "
                 f"{self.start_race_steps!r}."
             )
-        if (
-            not isinstance(self.start_race_probe_size, int)
-            or isinstance(self.start_race_probe_size, bool)
-            or self.start_race_probe_size < 2
-        ):
-            raise ValueError(
-                f"{_flag('start_race_probe_size')} must be an integer >= 2 (the race's tests need a standard error), "
-                f"but got {self.start_race_probe_size!r}."
-            )
+        _check_int_at_least("start_race_probe_size", self.start_race_probe_size, 2, "the race's tests need a standard error")
         if not (math.isfinite(self.start_race_significance) and self.start_race_significance >= 0):
             raise ValueError(
                 f"{_flag('start_race_significance')} must be a finite number >= 0, but got "
@@ -1186,6 +1164,13 @@ def _field_kinds(config: type) -> dict[str, _Kind]:
 def _flag(name: str) -> str:
     """How a field is spelled for users: the CLI flag (the Python argument drops the prefix)."""
     return f"--hdet_{name}"
+
+
+def _check_int_at_least(name: str, value: Any, minimum: int, why: str = "") -> None:
+    """A whole number (not a bool) of at least ``minimum``; ``why`` says what the bound or a special value means."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        what = "a positive integer" if minimum == 1 and not why else f"an integer >= {minimum}"
+        raise ValueError(f"{_flag(name)} must be {what}{f' ({why})' if why else ''}, but got {value!r}.")
 
 
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
