@@ -169,17 +169,13 @@ def test_rows_from_adds_rows_recorded_apart_and_keeps_the_folders_ddp(tmp_path, 
 def test_rows_from_joins_several_files_per_folder_the_earlier_winning_a_name(tmp_path, capsys):
     one = write_seed(tmp_path / "seed0", {0.01: 4.0, 0.001: 5.0}, {})
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    first.write_text(json.dumps({"name": "new_low", "kind": "hdet", "start_lr": 0.001, "eval_loss": 4.2}) + "\n")
-    second.write_text(
-        "\n".join(
-            json.dumps(r)
-            for r in [
-                {"name": "new_low", "kind": "hdet", "start_lr": 0.001, "eval_loss": 9.9},
-                {"name": "old_high", "kind": "hdet", "start_lr": 0.03, "eval_loss": 4.4},
-            ]
-        )
-        + "\n"
-    )
+    rows = {
+        first: [("new_low", 0.001, 4.2)],
+        second: [("new_low", 0.001, 9.9), ("old_high", 0.03, 4.4)],  # the first file's new_low wins
+    }
+    for path, entries in rows.items():
+        lines = [{"name": name, "kind": "hdet", "start_lr": lr, "eval_loss": loss} for name, lr, loss in entries]
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     table = {
         e["start"]: e
         for e in controller_seeds.seed_table(
