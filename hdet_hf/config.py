@@ -608,7 +608,8 @@ class HDETConfig:
         metadata={
             "help": "Which examples of the eval set (else the train set) form the shared probe batch that scores the "
             "replicas and the start race's copies: 'spread' (default since session 50), --hdet_probe_size examples "
-            "(the race's: --hdet_start_race_probe_size) evenly spaced over the dataset; 'first', its first --hdet_probe_size (the rule before). An ordered "
+            "(the race's: --hdet_start_race_probe_size) evenly spaced over the dataset; 'first', its first "
+            "--hdet_probe_size (the rule before). An ordered "
             "dataset (a causal-LM set of consecutive blocks, sorted files or labels) puts one document or class first: "
             "on a pretrained LM fine-tuned on code the first 32 blocks were one source file whose loss rose at the "
             "best LR while that of blocks spread over the set fell, and on a label-sorted classification set they "
@@ -833,7 +834,9 @@ class HDETConfig:
                 f"{_flag('start_race_steps')} must be an integer >= 0 (0: no race; unset: the default), but got "
                 f"{self.start_race_steps!r}."
             )
-        _check_int_at_least("start_race_probe_size", self.start_race_probe_size, 2, "the race's tests need a standard error")
+        _check_int_at_least(
+            "start_race_probe_size", self.start_race_probe_size, 2, "the race's tests need a standard error"
+        )
         if not (math.isfinite(self.start_race_significance) and self.start_race_significance >= 0):
             raise ValueError(
                 f"{_flag('start_race_significance')} must be a finite number >= 0, but got "
