@@ -45,6 +45,19 @@ def _race_examples(trainer: HDETTrainerMixin, steps: int, batch_size: int) -> li
     if hasattr(dataset, "column_names"):  # a datasets.Dataset: drop the columns the model does not take
         dataset = trainer._remove_unused_columns(dataset, description="start race")
     kept = trainer._train_indices_without_probe(len(dataset))
+    if len(kept) < steps * batch_size and trainer.is_world_process_zero():
+        # Not an error: a small train set still races, but a user should know what the race's scores rest on.
+        trains_on_probe = len(kept) == len(dataset) and trainer._probe_dataset()[0] == "train_dataset"
+        overlap = " (all of them, the probe's too: the set is no larger than the probe)" if trains_on_probe else ""
+        logger.warning(
+            "HDET start race: %d train examples to race on%s, fewer than its %d steps x %d; its batches repeat "
+            "examples. An eval_dataset gives the probe its own examples (--hdet_start_race_probe_size %d of them).",
+            len(kept),
+            overlap,
+            steps,
+            batch_size,
+            trainer.args.hdet_config.start_race_probe_size,
+        )
     generator = torch.Generator().manual_seed(trainer.args.seed * 1_000_003 + 40)
     order = [kept[i] for i in torch.randperm(len(kept), generator=generator).tolist()]
     size = min(batch_size, len(order))

@@ -37,6 +37,7 @@ def _trainer(train, eval_dataset=None, **config):
         train_dataset=train,
         eval_dataset=eval_dataset,
         _remove_unused_columns=lambda dataset, description=None: dataset,
+        is_world_process_zero=lambda: True,
     )
     for name in ("_probe_dataset", "_probe_examples", "_train_indices_without_probe"):
         setattr(trainer, name, MethodType(getattr(HDETTrainerMixin, name), trainer))
@@ -119,3 +120,24 @@ def test_the_race_scores_on_its_own_larger_probe_and_trains_on_none_of_its_examp
         assert not drawn & (set(probe_indices(800, race_probe)) | set(probe_indices(800, 32)))
     with pytest.raises(ValueError, match="--hdet_start_race_probe_size must be an integer >= 2"):
         HDETConfig(auto_lr=True, start_race_probe_size=1)
+
+
+def test_a_train_set_too_small_for_the_race_says_so(caplog):
+    # 800 examples less the race's 128-example probe leave 672: 60 steps of 12 repeat some (a warning, not an error).
+    trainer = _trainer(SORTED, auto_lr=True)
+    with caplog.at_level("WARNING", logger="hdet_hf.trainer_race"):
+        _race_examples(trainer, 50, 12)
+        assert not caplog.records
+        _race_examples(trainer, 60, 12)
+    assert "672 train examples to race on, fewer than its 60 steps x 12" in caplog.text
+    caplog.clear()
+    # A set no larger than the probe: the race trains on the probe's examples, and says so.
+    tiny = Dataset.from_dict({"x": list(range(100)), "labels": [i % 8 for i in range(100)]})
+    with caplog.at_level("WARNING", logger="hdet_hf.trainer_race"):
+        _race_examples(_trainer(tiny, auto_lr=True), 10, 12)
+    assert "100 train examples to race on (all of them, the probe's too" in caplog.text
+    caplog.clear()
+    # With an eval set nothing is left out, and nothing overlaps.
+    with caplog.at_level("WARNING", logger="hdet_hf.trainer_race"):
+        _race_examples(_trainer(tiny, SORTED, auto_lr=True), 10, 12)
+    assert "100 train examples to race on, fewer" in caplog.text
