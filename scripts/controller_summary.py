@@ -54,7 +54,7 @@ TASKS = (
 #   (`--hdet_start_race_raise_on` unset); from 10x below it changed one recorded race (task a seed 3, 4 processes).
 # - "probespread" (session 50, `benchmarks/controller_probe_spread/`): the probe's examples spread over the data
 #   (`--hdet_probe_sampling` unset) and the lowering's 3x progress ratio; it changes every run, so it replaces every
-#   start of the tasks re-measured on 3 seeds (j, j at 2 processes, k).
+#   start of the tasks re-measured on 3 seeds (j, j at 2 processes, k; session 51: c, g, i at 4 processes).
 # - "lostground" (session 51, `benchmarks/controller_race_lost_ground/`): the race also lowers a start whose copy ended
 #   above the initial weights' probe loss when the copy below beats it; on the spread probe that happened only from
 #   3x above (j at 4 processes, k), so it replaces those starts.
