@@ -497,14 +497,16 @@ class HDETConfig:
             "largest, how far a larger candidate must be ahead of the start for the raise to go to it)."
         },
     )
-    start_race_probe_size: int = field(
-        default=128,
+    start_race_probe_size: int | None = field(
+        default=None,
         metadata={
             "help": "Examples the start race scores its copies on (HDETTrainer; chosen as the shared probe's, by "
             "--hdet_probe_sampling): its decisions are paired tests over these examples, made once per run, so "
-            "they can afford more than the controller's --hdet_probe_size. With 32, a pretrained classifier's "
-            "start that collapsed from 3x above its best LR was not told apart from the copy below it (1.7 standard "
-            "errors; BENCHMARKS.md reading 56). Scored one example at a time."
+            "they can afford more than the controller's --hdet_probe_size. Unset: 128, or, where the probe comes "
+            "from the train set (no eval set), at most a quarter of it and no fewer than --hdet_probe_size, so the "
+            "race keeps examples to train on. With 32, a pretrained classifier's start that collapsed from 3x above "
+            "its best LR was not told apart from the copy below it (1.7 standard errors; BENCHMARKS.md reading 56). "
+            "Scored one example at a time."
         },
     )
     lr_groups: bool = field(
@@ -834,9 +836,10 @@ class HDETConfig:
                 f"{_flag('start_race_steps')} must be an integer >= 0 (0: no race; unset: the default), but got "
                 f"{self.start_race_steps!r}."
             )
-        _check_int_at_least(
-            "start_race_probe_size", self.start_race_probe_size, 2, "the race's tests need a standard error"
-        )
+        if self.start_race_probe_size is not None:
+            _check_int_at_least(
+                "start_race_probe_size", self.start_race_probe_size, 2, "the race's tests need a standard error"
+            )
         if not (math.isfinite(self.start_race_significance) and self.start_race_significance >= 0):
             raise ValueError(
                 f"{_flag('start_race_significance')} must be a finite number >= 0, but got "

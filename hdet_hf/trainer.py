@@ -54,7 +54,7 @@ from .hyperparameters import (
     weight_decay_hyperparameter,
 )
 from .loss_signal import count_label_items, loss_divides_by_items, per_item_mean_loss
-from .probe_sample import indices_without, probe_indices
+from .probe_sample import indices_without, probe_indices, race_probe_size
 from .process import check_launch_seen, remember_backend
 from .schedule_metadata import (
     MODEL_CARD_TAG,
@@ -379,6 +379,14 @@ class HDETTrainerMixin:
             return [dataset[i] for i in range(len(indices))]
         return [dataset[i] for i in indices]
 
+    def _race_probe_size(self) -> int:
+        """The start race's probe size (`probe_sample.race_probe_size`): unset, capped where it comes from the train
+        set."""
+        config = self.args.hdet_config
+        source, dataset, _ = self._probe_dataset()
+        train_set_size = len(dataset) if source == "train_dataset" else None
+        return race_probe_size(config.start_race_probe_size, config.probe_size, train_set_size)
+
     def _train_indices_without_probe(self, dataset_size: int) -> list[int]:
         """The train set's indices that the start race and the cool-downs may train on: all but the probes' (the
         controller's and the race's) when the probes come from the train set (no usable eval set: none, an empty one
@@ -389,7 +397,7 @@ class HDETTrainerMixin:
             return list(range(dataset_size))
         probes = {
             i
-            for size in (config.probe_size, config.start_race_probe_size)
+            for size in (config.probe_size, self._race_probe_size())
             for i in probe_indices(dataset_size, size, config.probe_sampling)
         }
         return indices_without(dataset_size, sorted(probes))

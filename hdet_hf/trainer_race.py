@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from .probe_sample import DEFAULT_RACE_PROBE_SIZE
 from .race_runner import RaceSteps, race_and_decide
 from .start_race import RaceDecision, race_groups, race_steps_for_run
 
@@ -47,16 +48,19 @@ def _race_examples(trainer: HDETTrainerMixin, steps: int, batch_size: int) -> li
     kept = trainer._train_indices_without_probe(len(dataset))
     if len(kept) < steps * batch_size and trainer.is_world_process_zero():
         # Not an error: a small train set still races, but a user should know what the race's scores rest on.
-        trains_on_probe = len(kept) == len(dataset) and trainer._probe_dataset()[0] == "train_dataset"
+        from_train = trainer._probe_dataset()[0] == "train_dataset"
+        trains_on_probe = from_train and len(kept) == len(dataset)
         overlap = " (all of them, the probe's too: the set is no larger than the probe)" if trains_on_probe else ""
+        taken = f" The probes take {len(dataset) - len(kept)} of the train set." if not trains_on_probe else ""
+        probes = f"{taken} An eval_dataset gives the probes their own examples." if from_train else ""
         logger.warning(
             "HDET start race: %d train examples to race on%s, fewer than its %d steps x %d; its batches repeat "
-            "examples. An eval_dataset gives the probe its own examples (--hdet_start_race_probe_size %d of them).",
+            "examples.%s",
             len(kept),
             overlap,
             steps,
             batch_size,
-            trainer.args.hdet_config.start_race_probe_size,
+            probes,
         )
     generator = torch.Generator().manual_seed(trainer.args.seed * 1_000_003 + 40)
     order = [kept[i] for i in torch.randperm(len(kept), generator=generator).tolist()]
@@ -106,7 +110,15 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
         return None
     model = trainer.accelerator.unwrap_model(trainer.model)
     optimizer = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
-    probe_examples = trainer._probe_examples(config.start_race_probe_size, needed_by="--hdet_start_race_steps")
+    probe_size = trainer._race_probe_size()
+    if config.start_race_probe_size is None and probe_size < DEFAULT_RACE_PROBE_SIZE and trainer.is_world_process_zero():
+        logger.info(
+            "HDET start race: scoring on %d examples of the train set (a quarter of it; an eval_dataset, or "
+            "--hdet_start_race_probe_size, gives the race %d).",
+            probe_size,
+            DEFAULT_RACE_PROBE_SIZE,
+        )
+    probe_examples = trainer._probe_examples(probe_size, needed_by="--hdet_start_race_steps")
     # A race step takes one replica's batch of the run: per-device batch x gradient accumulation, in micro-batches of
     # the per-device size (the run's memory). A step on the micro-batch alone would race at a fraction of the batch
     # the run's LR is for, and a smaller batch favours a smaller LR.

@@ -7,7 +7,7 @@ import torch
 from datasets import Dataset
 
 from hdet_hf import HDETConfig, probe_indices
-from hdet_hf.probe_sample import indices_without
+from hdet_hf.probe_sample import DEFAULT_RACE_PROBE_SIZE, indices_without, race_probe_size
 from hdet_hf.trainer import HDETTrainerMixin
 from hdet_hf.trainer_race import _race_examples, run_start_race
 
@@ -39,13 +39,20 @@ def _trainer(train, eval_dataset=None, **config):
         _remove_unused_columns=lambda dataset, description=None: dataset,
         is_world_process_zero=lambda: True,
     )
-    for name in ("_probe_dataset", "_probe_examples", "_train_indices_without_probe"):
+    for name in ("_probe_dataset", "_probe_examples", "_race_probe_size", "_train_indices_without_probe"):
         setattr(trainer, name, MethodType(getattr(HDETTrainerMixin, name), trainer))
     return trainer
 
 
 # A classification set sorted by label, as the benchmark's docstring task and many Hub datasets (IMDB) are.
 SORTED = Dataset.from_dict({"x": list(range(800)), "labels": [i // 100 for i in range(800)]})
+
+
+def test_the_race_probe_is_128_or_a_quarter_of_a_train_set_it_comes_from_and_a_set_size_as_it_is():
+    assert race_probe_size(None, 32) == DEFAULT_RACE_PROBE_SIZE == 128  # from an eval set
+    assert [race_probe_size(None, 32, n) for n in (10_000, 512, 511, 400, 128, 100, 10)] == [128, 128, 127, 100, 32, 32, 32]
+    assert race_probe_size(None, 64, 100) == 64  # never below the controller's probe
+    assert race_probe_size(200, 32, 100) == race_probe_size(200, 32) == 200  # a user's size is not capped
 
 
 def test_the_default_probe_of_a_label_sorted_set_holds_every_label_and_first_only_one():
@@ -112,6 +119,13 @@ def test_the_race_scores_on_its_own_larger_probe_and_trains_on_none_of_its_examp
     with pytest.raises(Asked):
         run_start_race(trainer, 60)
     assert requested == [(128, "--hdet_start_race_steps")]
+    # Unset, a train-set probe takes at most a quarter of the set (never fewer than the controller's 32); an eval
+    # set's probe, or a size a user sets, is not capped.
+    small = Dataset.from_dict({"x": list(range(400)), "labels": [i % 8 for i in range(400)]})
+    assert _trainer(small, auto_lr=True)._race_probe_size() == 100
+    assert _trainer(small, SORTED, auto_lr=True)._race_probe_size() == 128
+    assert _trainer(small, auto_lr=True, start_race_probe_size=128)._race_probe_size() == 128
+    assert _trainer(SORTED, auto_lr=True)._race_probe_size() == 128
     # From the train set, the race's batches leave out both probes' examples (the controller's 32 are among the 128
     # when spread; with another size, the union).
     for race_probe in (128, 100):
@@ -131,10 +145,16 @@ def test_a_train_set_too_small_for_the_race_says_so(caplog):
         _race_examples(trainer, 60, 12)
     assert "672 train examples to race on, fewer than its 60 steps x 12" in caplog.text
     caplog.clear()
-    # A set no larger than the probe: the race trains on the probe's examples, and says so.
+    # A small set: the unset race probe takes a quarter of it, at least the controller's 32 (here 32 of 100).
     tiny = Dataset.from_dict({"x": list(range(100)), "labels": [i % 8 for i in range(100)]})
     with caplog.at_level("WARNING", logger="hdet_hf.trainer_race"):
         _race_examples(_trainer(tiny, auto_lr=True), 10, 12)
+    assert "68 train examples to race on, fewer than its 10 steps x 12" in caplog.text
+    assert "The probes take 32 of the train set. An eval_dataset gives the probes their own examples." in caplog.text
+    caplog.clear()
+    # A set no larger than the probe a user asked for: the race trains on the probe's examples, and says so.
+    with caplog.at_level("WARNING", logger="hdet_hf.trainer_race"):
+        _race_examples(_trainer(tiny, auto_lr=True, start_race_probe_size=128), 10, 12)
     assert "100 train examples to race on (all of them, the probe's too" in caplog.text
     caplog.clear()
     # With an eval set nothing is left out, and nothing overlaps.
