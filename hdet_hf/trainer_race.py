@@ -113,7 +113,7 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     probe_size = trainer._race_probe_size()
     if config.start_race_probe_size is None and probe_size < DEFAULT_RACE_PROBE_SIZE and trainer.is_world_process_zero():
         logger.info(
-            "HDET start race: scoring on %d examples of the train set (a quarter of it; an eval_dataset, or "
+            "HDET start race: scoring on %d examples of the train set (at most a quarter of it; an eval_dataset, or "
             "--hdet_start_race_probe_size, gives the race %d).",
             probe_size,
             DEFAULT_RACE_PROBE_SIZE,
