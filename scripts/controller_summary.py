@@ -60,7 +60,9 @@ TASKS = (
 #   3x above (j at 4 processes, k), so it replaces those starts.
 # - "raceprobe" (session 51, same folder): the race scores on 128 examples (`--hdet_start_race_probe_size` unset);
 #   from 3x above on the classifiers (4 processes) its own runs where its race decided otherwise, the 32-example
-#   race's runs (marked *) where it decided the same.
+#   race's runs (marked *) where it decided the same. Session 52 (`benchmarks/controller_today_s52/`): the language
+#   models a, d, e, f, h at 4 processes, every start, 3 seeds (seed 0: the 32-example race's runs, marked *, where the
+#   128-example race decided the same); the classifiers' best-LR and 10x-below cells there are their probespread ones.
 OVERLAYS = (
     ("today", ("best", "high")),
     ("race", ("low",)),
@@ -69,7 +71,7 @@ OVERLAYS = (
     ("lower", ("high",)),
     ("probespread", ("best", "low", "high")),
     ("lostground", ("high",)),
-    ("raceprobe", ("high",)),
+    ("raceprobe", ("best", "low", "high")),
 )
 
 

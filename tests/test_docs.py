@@ -138,6 +138,9 @@ def test_controller_summary_overlays_replace_their_starts_in_order(tmp_path):
     (folder / "c_lower.md").write_text(with_mean("high", "0.666"))
     (folder / "c_raceprobe.md").write_text(with_mean("high", "0.777"))
     assert c_row()[5] == "0.777"
+    # "raceprobe" replaces every start (session 52: the language models re-measured at each one).
+    (folder / "c_raceprobe.md").write_text(with_mean("low", "0.888", with_mean("high", "0.777")))
+    assert c_row()[3:6] == [own[3], "0.888", "0.777"]
 
 
 def test_readme_test_command_is_what_ci_runs():
