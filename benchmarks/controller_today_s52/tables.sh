@@ -17,3 +17,9 @@ table d controller_heldout 0.003 $N/d0.jsonl
 table e controller_heldout_e 0.01 benchmarks/controller_race_lost_ground/race_probe_runs/e0.jsonl,$S/e0.jsonl
 table f controller_heldout_f 0.01 $N/f0.jsonl,$S/f0.jsonl
 table h controller_heldout_h 0.01 $N/h0.jsonl,$S/h0.jsonl
+# Task k: seeds 1-2 from 10x below ran again (their 128-example race raised to 10x, the 32-example one to 4.64x);
+# every other cell is the lost-ground table's (from 3x above) or the spread probe's, whose races decided the same.
+L=benchmarks/controller_race_lost_ground/runs
+python scripts/controller_seeds.py benchmarks/controller_heldout_k{,_seed1,_seed2} --best_lr 0.03 \
+  --rows ${R}_raceprobe --same_as $R --rows_from $L/k0.jsonl,$S/k0.jsonl $N/k1.jsonl,$L/k1.jsonl,$S/k1.jsonl \
+  $N/k2.jsonl,$L/k2.jsonl,$S/k2.jsonl --out benchmarks/controller_default/k_raceprobe.md
