@@ -9,9 +9,9 @@ python benchmarks/controller_screens_s52/screen_line_search_threshold.py
 """
 
 import collections
-import glob
-import json
 import math
+
+from recorded import recorded_rows
 
 
 def number(x):
@@ -21,26 +21,21 @@ def number(x):
 
 
 runs = {}
-for path in sorted(glob.glob("benchmarks/**/*.jsonl", recursive=True)):
-    for line in open(path):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if row.get("kind") != "hdet" or not row.get("syncs") or row.get("race_only") or "ls4" not in row["name"]:
-            continue
-        key = (row["name"], row.get("eval_loss"))
-        if key in runs:
-            continue
-        steps = row.get("steps") or 1
-        reads = [(s["step"] / steps, number(s.get("line_search_optimum"))) for s in row["syncs"]]
-        largest = 0.0
-        for (_, a), (t, b) in zip(reads, reads[1:]):
-            if t > 0.3:
-                break
-            if a is not None and b is not None and a == a and b == b:
-                largest = max(largest, min(a, b))
-        runs[key] = (row.get("start"), largest)
+for _, row in recorded_rows():
+    if row.get("kind") != "hdet" or not row.get("syncs") or row.get("race_only") or "ls4" not in row["name"]:
+        continue
+    key = (row["name"], row.get("eval_loss"))
+    if key in runs:
+        continue
+    steps = row.get("steps") or 1
+    reads = [(s["step"] / steps, number(s.get("line_search_optimum"))) for s in row["syncs"]]
+    largest = 0.0
+    for (_, a), (t, b) in zip(reads, reads[1:]):
+        if t > 0.3:
+            break
+        if a is not None and b is not None and a == a and b == b:
+            largest = max(largest, min(a, b))
+    runs[key] = (row.get("start"), largest)
 
 bins = ((0, 1), (1, 2), (2, 2.5), (2.5, 3), (3, 4), (4, math.inf))
 by_start = collections.defaultdict(list)

@@ -9,34 +9,29 @@ ended above the start. Run from the repository root: python benchmarks/controlle
 """
 
 import collections
-import glob
-import json
+
+from recorded import recorded_rows
 
 races = {}
-for path in sorted(glob.glob("benchmarks/**/*.jsonl", recursive=True)):
-    for line in open(path):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        race = row.get("start_race")
-        if not isinstance(race, dict) or race.get("below_probe_loss") is None:
-            continue
-        losses, below = race["probe_losses"], race["below_probe_loss"]
-        key = (row.get("start"), tuple(round(x, 4) for x in losses), round(below, 4))
-        if key in races:
-            continue  # the same race recorded in several folders
-        se = race["standard_error"]
-        winner = min(range(len(losses)), key=losses.__getitem__)
-        fires = (
-            winner == 1
-            and race["scale"] == 1.0
-            and not race.get("lowered")
-            and below > losses[0]
-            and se == se
-            and race["gap"] >= 2 * se
-        )
-        races[key] = (fires, path, losses, below, race["gap"] / se if se == se and se > 0 else float("nan"))
+for path, row in recorded_rows():
+    race = row.get("start_race")
+    if not isinstance(race, dict) or race.get("below_probe_loss") is None:
+        continue
+    losses, below = race["probe_losses"], race["below_probe_loss"]
+    key = (row.get("start"), tuple(round(x, 4) for x in losses), round(below, 4))
+    if key in races:
+        continue  # the same race recorded in several folders
+    se = race["standard_error"]
+    winner = min(range(len(losses)), key=losses.__getitem__)
+    fires = (
+        winner == 1
+        and race["scale"] == 1.0
+        and not race.get("lowered")
+        and below > losses[0]
+        and se == se
+        and race["gap"] >= 2 * se
+    )
+    races[key] = (fires, path, losses, below, race["gap"] / se if se == se and se > 0 else float("nan"))
 
 counts = collections.Counter((start, fires) for (start, _, _), (fires, *_) in races.items())
 for start in sorted({start for start, _ in counts}, key=str):
