@@ -325,7 +325,7 @@ def race_user_batches(
         return torch.stack([loss_fn(module, batch).detach().reshape(()) for batch in probe_batches])
 
     decision = race_and_decide(module, optimizer, engine, engine.config, train_copy, score, lowers)
-    engine.start_at_scale(decision.scale, race={**decision.to_dict(), "steps": steps})
+    engine.start_at_scale(decision.scale, race={**decision.to_dict(), "steps": steps, "probe_size": len(probe_batches)})
     return decision
 
 

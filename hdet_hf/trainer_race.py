@@ -171,7 +171,8 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     finally:
         for name, value in bookkeeping.items():
             setattr(trainer, name, value)
-    engine.start_at_scale(decision.scale, race={**decision.to_dict(), "steps": steps})
+    # How many examples scored the copies: the standard errors behind the decision depend on it.
+    engine.start_at_scale(decision.scale, race={**decision.to_dict(), "steps": steps, "probe_size": len(probe_examples)})
     if trainer.is_world_process_zero():
         below_note = (
             ""

@@ -708,7 +708,7 @@ def test_the_drop_in_start_race_raises_a_start_far_below_and_keeps_the_initial_w
     assert decision == raced[1]["decision"]  # one decision, taken alike on every rank
     assert decision["scale"] == pytest.approx(10.0) and decision["start_came_last"]
     assert decision["gap"] >= 2.0 * decision["standard_error"] > 0
-    assert raced[0]["record"] == {**decision, "steps": 20}  # in the schedule's record (hdet_schedule.json)
+    assert raced[0]["record"] == {**decision, "steps": 20, "probe_size": 16}  # in the schedule's record (hdet_schedule.json)
     for rank in raced:
         # The race put the initial weights back (bit for bit); the first step runs at 10x the schedule.
         for b, a in zip(rank["before"], rank["after_race"]):
@@ -762,7 +762,7 @@ def test_hdet_accelerate_start_race_raises_a_start_far_below(tmp_path, gradient_
     ranks = load_ranks(tmp_path, 2)
     decision = ranks[0]["decision"]
     assert decision == ranks[1]["decision"] and decision["scale"] == pytest.approx(10.0)
-    assert ranks[0]["record"] == {**decision, "steps": 20}
+    assert ranks[0]["record"] == {**decision, "steps": 20, "probe_size": 16}
     for rank in ranks:
         assert all(torch.equal(a, b) for a, b in zip(rank["before"], rank["after_race"]))
         # The first step's base LR at 10x (this rank's step-size multiplier on top, the same before and after).

@@ -34,6 +34,7 @@ def test_a_race_that_does_not_raise_leaves_the_run_bit_identical(tmp_path):
     record = race_record(raced[0])
     assert record == race_record(raced[1])  # one decision, taken alike on every rank
     assert record["scale"] == 1.0 and record["steps"] == 4
+    assert record["probe_size"] == 16  # the eval set's 16 examples: fewer than the 128 the race asks for
     assert record["multipliers"] == pytest.approx([1.0, 10 ** (1 / 3), 10 ** (2 / 3), 10.0])
     # The copies raced apart: each trained at its own LR (two per replica, one after the other), so their probe
     # losses differ.
@@ -125,6 +126,20 @@ def test_a_race_step_takes_the_runs_batch_with_gradient_accumulation(tmp_path):
     assert accumulated["probe_losses"] == pytest.approx(whole["probe_losses"], rel=1e-5, abs=1e-6)
     micro = race_record(run(tmp_path, "micro", *flags, "--per_device_train_batch_size", "2", profile=False)[0])
     assert micro["probe_losses"] != pytest.approx(whole["probe_losses"], rel=1e-5, abs=1e-6)
+
+
+def test_without_an_eval_set_the_race_scores_on_a_quarter_of_a_small_train_set_and_a_set_size_as_given(tmp_path):
+    # 200 train examples and no eval set: unset --hdet_start_race_probe_size takes min(128, max(32, 200 // 4)) = 50
+    # of them (`probe_sample.race_probe_size`), on every rank alike; a size the user sets is not capped.
+    flags = ["--learning_rate", "1e-2", "--hdet_start_race_steps", "3", "--with_eval", "false", "--num_samples", "200"]
+    capped = run(tmp_path, "capped", *flags, profile=False)
+    record = race_record(capped[0])
+    assert record == race_record(capped[1]) and record["probe_size"] == 50
+    assert len(record["probe_losses"]) == 4  # it raced
+    given = run(tmp_path, "given", *flags, "--hdet_start_race_probe_size", "80", profile=False)
+    assert race_record(given[0])["probe_size"] == race_record(given[1])["probe_size"] == 80
+    # Scored on other examples, the same copies' probe losses differ.
+    assert race_record(given[0])["probe_losses"] != record["probe_losses"]
 
 
 def test_unset_the_race_runs_on_runs_long_enough(tmp_path):
