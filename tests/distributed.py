@@ -14,6 +14,11 @@ from hdet_hf.testing.processes import offline_cpu_env, torchrun_command
 
 WORKERS = Path(__file__).parent / "workers"
 BACKEND_ENV = "HDET_TEST_BACKEND"  # read by tests/workers/dist_backend.py
+# The Trainer arguments the multi-process tests share: a small batch, a fixed LR and seed, on CPU, quiet.
+TRAINER_ARGS = [
+    "--per_device_train_batch_size", "4", "--learning_rate", "1e-2", "--report_to", "none", "--use_cpu", "--seed", "0",
+    "--disable_tqdm", "true",
+]  # fmt: skip
 
 
 def test_backend() -> str:

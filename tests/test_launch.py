@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import transformers
 from accelerate.state import AcceleratorState
+from distributed import TRAINER_ARGS
 from transformers import HfArgumentParser
 
 from hdet_hf import HDETTrainer, HDETTrainingArguments, launch
@@ -120,17 +121,7 @@ def test_trainer_from_unparsed_arguments_with_hdet_stops_before_training(tmp_pat
 
 # ----------------------------------------------------------------------------- torchrun: a stock script
 COMMON = [
-    "--per_device_train_batch_size",
-    "4",
-    "--learning_rate",
-    "1e-2",
-    "--report_to",
-    "none",
-    "--use_cpu",
-    "--seed",
-    "0",
-    "--disable_tqdm",
-    "true",
+    *TRAINER_ARGS,
     "--max_steps",
     "4",
     "--logging_steps",

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from distributed import TRAINER_ARGS
 from safetensors.torch import load_file
 from workers.fault_worker import flat_params, hash_tree, tiny_llama
 
@@ -210,17 +211,7 @@ def launch(root: Path, name: str, nproc: int, scenarios: list[dict], timeout: fl
 
 
 COMMON = [
-    "--per_device_train_batch_size",
-    "4",
-    "--learning_rate",
-    "1e-2",
-    "--report_to",
-    "none",
-    "--use_cpu",
-    "--seed",
-    "0",
-    "--disable_tqdm",
-    "true",
+    *TRAINER_ARGS,
     "--logging_steps",
     "1000",
     "--train_sampling_strategy",

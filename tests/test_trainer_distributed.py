@@ -2,24 +2,14 @@
 
 import pytest
 import torch
-from distributed import load_ranks, torchrun
+from distributed import TRAINER_ARGS, load_ranks, torchrun
 
 from hdet_hf.spread import spread_multipliers
 
 pytestmark = pytest.mark.slow
 
 COMMON = [
-    "--per_device_train_batch_size",
-    "4",
-    "--learning_rate",
-    "1e-2",
-    "--report_to",
-    "none",
-    "--use_cpu",
-    "--seed",
-    "0",
-    "--disable_tqdm",
-    "true",
+    *TRAINER_ARGS,
 ]
 
 
