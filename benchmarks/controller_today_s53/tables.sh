@@ -1,7 +1,8 @@
 #!/bin/bash
-# Session 53: today's default (row ..._probespread_raceprobe) on the language models at 2 processes, 3 seeds, every
-# start, each cell its own run (queue.sh). Collects the HDET rows of the scratch folders (/tmp/q53/<task>_procs2_<seed>)
-# into runs/, then writes benchmarks/controller_default/<task>_procs2_raceprobe.md against session 30's folders' DDP rows.
+# Session 53: today's default (row ..._probespread_raceprobe) on the language models a, f, h, e, d at 2 processes
+# (queue.sh), 3 seeds, every start, each cell its own run. Collects the HDET rows of the scratch folders
+# (/tmp/q53/<task>_procs2_<seed>) into runs/, then writes benchmarks/controller_default/<task>_procs2_raceprobe.md against
+# session 30's folders' DDP rows.
 set -e
 cd "$(dirname "$0")/../.."
 R=shared_both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_race60_lower_largest_twosteps_ceil_probespread_raceprobe
