@@ -63,8 +63,8 @@ TASKS = (
 #   race's runs (marked *) where it decided the same. Session 52 (`benchmarks/controller_today_s52/`): the language
 #   models a, d, e, f, h at 4 processes, every start, 3 seeds (seed 0: the 32-example race's runs, marked *, where the
 #   128-example race decided the same); the classifiers' best-LR and 10x-below cells there are their probespread ones.
-#   Session 53 (`benchmarks/controller_today_s53/`): the same language models at 2 processes, every start, 3 seeds, each
-#   cell its own run (`<task>_procs2_raceprobe.md`).
+#   Session 53 (`benchmarks/controller_today_s53/`): the same language models at 2 processes and b' at 4, every start,
+#   3 seeds, each cell its own run (`<task>_procs2_raceprobe.md`, `bp_raceprobe.md`).
 OVERLAYS = (
     ("today", ("best", "high")),
     ("race", ("low",)),
