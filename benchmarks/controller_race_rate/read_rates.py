@@ -16,27 +16,24 @@ import torch
 
 
 def races(folder: Path) -> list[dict]:
-    """One dict per race: {"peak_lr", "initial", copies: {multiplier: {step: tensor}}}."""
+    """One dict per race: {"peak_lr", "initial", copies: {multiplier: {step: tensor}}}.
+
+    Written for the 4-process races of this screen: rank 0 races the start (x1) and the copy below, ranks 1-3 one
+    candidate each and then, in their idle slot, a thrown-away x1 copy (skipped here)."""
     ranks = sorted(folder.glob("rank*.jsonl"))
     per_rank = [[json.loads(line) for line in open(f)] for f in ranks]
     out = []
     for r, entries in enumerate(per_rank):
         index = -1
-        seen_one = False
         for e in entries:
             if e["step"] == "initial":
                 index += 1
-                seen_one = False
                 if r == 0:
                     out.append({"peak_lr": e["peak_lr"], "initial": torch.tensor(e["losses"]), "copies": {}})
                 continue
             m = e["multiplier"]
             if r > 0 and m == 1.0:
                 continue  # an idle slot's thrown-away copy: multiplier 1 is rank 0's
-            if r == 0 and m == 1.0 and seen_one and e["step"] == 20:
-                continue
-            if r == 0 and m == 1.0 and e["step"] == "end":
-                seen_one = True
             out[index]["copies"].setdefault(m, {})[e["step"]] = torch.tensor(e["losses"], dtype=torch.float64)
     return out
 
