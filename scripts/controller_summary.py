@@ -65,6 +65,8 @@ TASKS = (
 #   128-example race decided the same); the classifiers' best-LR and 10x-below cells there are their probespread ones.
 #   Session 53 (`benchmarks/controller_today_s53/`): the same language models at 2 processes and b' at 4, every start,
 #   3 seeds, each cell its own run (`<task>_procs2_raceprobe.md`, `bp_raceprobe.md`).
+#   Session 54 (`benchmarks/controller_today_s54/`): b at 4 processes and the classifier c at 2, the same way
+#   (`b_raceprobe.md`, `c_procs2_raceprobe.md`).
 OVERLAYS = (
     ("today", ("best", "high")),
     ("race", ("low",)),
