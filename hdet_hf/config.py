@@ -44,6 +44,9 @@ CONVERGE_WEIGHTS = ("uniform", "fitness")
 MIN_FRACTION_SYNC_INTERVAL = 10
 # The start race's length when --hdet_start_race_steps is unset (BENCHMARKS.md readings 45-47: measured at 60).
 DEFAULT_START_RACE_STEPS = 60
+# The share of the run's global batch each start-race copy trains on when --hdet_start_race_batch_share is unset: the
+# 4-process races every threshold was measured on (BENCHMARKS.md item 56 measured half).
+DEFAULT_START_RACE_BATCH_SHARE = 0.25
 # Where a start race that raises starts the run: its winner, or the largest candidate that beat the start clearly.
 START_RACE_RAISES = ("winner", "largest")
 START_RACE_RAISE_ON = ("start_last", "two_steps")
@@ -414,8 +417,9 @@ class HDETConfig:
             "--hdet_controller_max_factor; with 2 replicas each races two, one after the other), all on the same "
             "batches of one replica's batch of the run (--per_device_train_batch_size x "
             "--gradient_accumulation_steps examples a step, in micro-batches of the per-device size; no loss "
-            "scaling; from 8 processes on, N // 4 processes train each copy together, each on its replica's batch, "
-            "so a copy's batch stays a quarter of the global batch as at 4 processes, where the rule was measured), "
+            "scaling; groups of processes train each copy together, each on its replica's batch, so a copy trains on "
+            "--hdet_start_race_batch_share of the global batch: by default a quarter, one replica's batch at 2 to 7 "
+            "processes, two at 8), "
             "and score each copy on the probe batch. The run keeps its initial weights and raises the "
             "controller's start when every larger LR beat the start, the probe loss fell with each step up in LR "
             "to the winner, the winner beat the start by --hdet_start_race_significance paired standard errors, "
@@ -424,7 +428,8 @@ class HDETConfig:
             "when it does not raise, it may lower the start one step (--hdet_start_race_lowers). A race from the "
             "initial weights favours small steps, so it raises only on that evidence and lowers only on a start "
             "that stalled (BENCHMARKS.md, readings 43, 45-49). Costs ceil(5 / G) x this many extra steps per "
-            "replica at the start (G = N replicas up to 7, 4 or more groups from 8 on: 2 x from 8 processes; "
+            "replica at the start (G the number of groups, N // floor(N x --hdet_start_race_batch_share): by default N "
+            "up to 7 and 4 or more from 8 on, 2 x from 8 processes; "
             "ceil(4 / G), plus as many more when it raises, with --hdet_start_race_lowers false). Unset (default): "
             f"{DEFAULT_START_RACE_STEPS} steps where the race can run (--hdet_auto_lr, whole replicas, 2+ processes, "
             f"a sized train set) on runs of at least {2 * DEFAULT_START_RACE_STEPS} steps, else none; a number races "
@@ -435,16 +440,17 @@ class HDETConfig:
         default=None,
         metadata={
             "help": "Whether the start race may also lower the start LR one step (x 0.464) when it did not raise: "
-            "a copy one step below the start is raced too (by replica 0, or by an idle replica when the process "
-            "count leaves one), and the run starts there when that copy beat the start by "
+            "a copy one step below the start is raced too (by the race's first group of processes, or by an idle "
+            "group when the groups leave one), and the run starts there when that copy beat the start by "
             "--hdet_start_race_significance paired standard errors and removed at least three times as much probe loss "
             "from the initial weights' as the start's copy did, and itself removed at least a tenth of that loss and "
             "beat the initial weights by as many standard errors (a start past the edge of stability stalls or "
             "collapses; a smaller LR's short-horizon edge is small; on a pretrained model every copy at a constant LR "
             "may first lose ground, reading 54). After a lowering the controller never raises the LR above the "
             "lowered start. Unset (default): wherever the race runs; false: the race only raises; true: "
-            "as unset, and an error where no race can run. Costs one more race copy: ceil(5 / N) instead of "
-            "ceil(4 / N) x the race's steps per replica (BENCHMARKS.md, readings 47 and 48)."
+            "as unset, and an error where no race can run. Costs one more race copy: ceil(5 / G) instead of "
+            "ceil(4 / G) x the race's steps per process (G: the race's groups, --hdet_start_race_steps; BENCHMARKS.md, "
+            "readings 47 and 48)."
         },
     )
     start_race_raise_to: str = field(
@@ -507,6 +513,22 @@ class HDETConfig:
             "race keeps examples to train on. With 32, a pretrained classifier's start that collapsed from 3x above "
             "its best LR was not told apart from the copy below it (1.7 standard errors; BENCHMARKS.md reading 56). "
             "Scored one example at a time."
+        },
+    )
+    start_race_batch_share: float = field(
+        default=DEFAULT_START_RACE_BATCH_SHARE,
+        metadata={
+            "help": "The share of the run's global batch each start-race copy trains on (HDETTrainer), in (0, 1]: "
+            "floor(N x share) of the N processes train each copy together, each on its replica's batch, their "
+            "gradients averaged (at least one). A copy's batch sets how noisy its steps are, and a smaller batch "
+            "favours a smaller LR. 0.25 (default): the share every threshold of the race was measured with (4 "
+            "processes). 0.5 at 4 processes (BENCHMARKS.md item 56) raised three starts 10x below the best LR of two "
+            "from-scratch language models that a quarter left there (2.9-3.2 points lower at the end), raised "
+            "another to 4.64x instead of 10x (4 points higher), and left two pretrained classifiers' copies 3x above their best LR "
+            "learning where on a quarter they stalled, so the race no longer lowered those starts. A larger share "
+            "races fewer copies side by side: ceil(5 / (N // floor(N x share))) x --hdet_start_race_steps extra "
+            "steps per process. A hand-written loop's race (OneCycleAutoLR.start_race, HDETAccelerate.start_race) "
+            "trains on the batches it is given."
         },
     )
     lr_groups: bool = field(
@@ -839,6 +861,12 @@ class HDETConfig:
         if self.start_race_probe_size is not None:
             _check_int_at_least(
                 "start_race_probe_size", self.start_race_probe_size, 2, "the race's tests need a standard error"
+            )
+        share = self.start_race_batch_share
+        if not (isinstance(share, (int, float)) and not isinstance(share, bool) and 0.0 < share <= 1.0):
+            raise ValueError(
+                f"{_flag('start_race_batch_share')} is the share of the global batch each start-race copy trains on, "
+                f"in (0, 1], but got {share!r}. Use e.g. {DEFAULT_START_RACE_BATCH_SHARE} (the default) or 0.5."
             )
         if not (math.isfinite(self.start_race_significance) and self.start_race_significance >= 0):
             raise ValueError(

@@ -4,13 +4,16 @@ There are always `RACE_CANDIDATES` (4) candidate LRs, ``start x max_factor ** (c
 controller's bound), whatever the number of replicas: replica ``r`` of ``N`` races candidates ``r, r + N, ...``
 (with 2 replicas each races two, one after the other; the copy below the start, point (4), is one more; a replica
 with no copy of its own in a round races one that is thrown away, as a Trainer's compute_loss may run collectives),
-all from the initial weights on the same batches, and scores each copy on the same probe examples. From 8 processes
-on, HDETTrainer's race runs in groups of ``N // 4`` ranks that train each copy together, each on its share of the
-copy's batch (`race_groups`), so a copy trains on a quarter of the run's global batch at 4, 8, 12 ... processes,
-as in the 4-process races every threshold here was measured on (at 2 a copy takes half the global batch, at 5-7 a
-fifth to a seventh; the 2-process races were measured too). The copies then see the same examples whatever the
-process count; a copy with dropout still draws other masks when its batch is split over ranks, which can decide a
-copy at the edge of stability (BENCHMARKS.md item 50). The run keeps its initial weights and raises the base LR's start when (1) every larger
+all from the initial weights on the same batches, and scores each copy on the same probe examples. HDETTrainer's
+race runs in groups of ranks that train each copy together, each on its share of the copy's batch (`race_groups`),
+so a copy trains on about ``--hdet_start_race_batch_share`` of the run's global batch (by default a quarter, as in the
+4-process races every threshold here was measured on: one replica's batch at 4 processes, two at 8; at 2 a copy takes
+half the global batch, at 5-7 a fifth to a seventh, and the 2-process races were measured too). A copy's batch sets
+how noisy its steps are, and a smaller batch favours a smaller LR: on half the batch at 4 processes the race raised
+two from-scratch language models 10x below their best LR that a quarter left there, and a pretrained classifier's
+copy 3x above its best LR learned where on a quarter it stalled (BENCHMARKS.md item 56). The copies then see the same examples whatever the process count; a copy with
+dropout still draws other masks when its batch is split over ranks, which can decide a copy at the edge of stability
+(BENCHMARKS.md item 50). The run keeps its initial weights and raises the base LR's start when (1) every larger
 LR beat the start (the start came last), (2) the probe loss fell with each step up in LR from the start to the
 winner, (3) the winner beat the start by ``significance`` paired standard errors over the probe's examples, and (4)
 a fifth copy one step below the start (``start / max_factor ** (1 / 3)``; raced with the candidates by default, only
@@ -66,7 +69,12 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .config import DEFAULT_START_RACE_STEPS, START_RACE_RAISE_ON, START_RACE_RAISES
+from .config import (
+    DEFAULT_START_RACE_BATCH_SHARE,
+    DEFAULT_START_RACE_STEPS,
+    START_RACE_RAISE_ON,
+    START_RACE_RAISES,
+)
 
 __all__ = [
     "RACE_CANDIDATES",
@@ -138,16 +146,10 @@ def race_assignment(rank: int, world_size: int, candidates: int = RACE_CANDIDATE
     return list(range(rank, candidates, world_size))
 
 
-# Every threshold of the rule was set on races whose copies each trained on one replica's batch at 4 processes: a
-# quarter of the run's global batch. From 8 processes on, groups of ranks train each copy together (data-parallel) so
-# that a copy's batch stays about that share, whatever the number of processes (`race_groups`).
-CALIBRATED_REPLICAS = 4
-
-
 @dataclass(frozen=True)
 class RaceGroups:
     """How the ranks share the race's copies: ``size`` ranks train each copy together, each on its share of the
-    copy's batch, with their gradients averaged (1: each rank races its copies alone, as on up to 7 processes);
+    copy's batch, with their gradients averaged (1: each rank races its copies alone, by default up to 7 processes);
     ``count`` such groups race copies side by side. ``group`` is this rank's (None for a rank left over when the
     process count is not a multiple of ``size``: it races copies that are thrown away, so every rank trains as often
     as the others) and ``member`` its place in the group (which share of each batch it takes)."""
@@ -166,21 +168,23 @@ class RaceGroups:
         return (candidate % self.count) * self.size, candidate // self.count
 
 
-def race_groups(rank: int, world_size: int, data_parallel: bool = True) -> RaceGroups:
-    """The race's groups on ``world_size`` processes: ``world_size // 4`` ranks per copy (at least 1), so each copy
-    trains on about a quarter of the run's global batch from 8 processes on, as at 4 (where each copy took one
-    replica's batch); below 8 processes every rank races alone, as the measured races did (at 2 processes a copy
-    takes half the global batch: those races were measured too). Without ``data_parallel`` (a hand-written loop's race
-    on the user's own batches, the same on every rank) every rank races alone.
+def race_groups(
+    rank: int, world_size: int, data_parallel: bool = True, batch_share: float = DEFAULT_START_RACE_BATCH_SHARE
+) -> RaceGroups:
+    """The race's groups on ``world_size`` processes: ``floor(world_size x batch_share)`` ranks per copy (at least 1),
+    so each copy trains on about ``batch_share`` of the run's global batch (the default quarter: one replica's batch up
+    to 7 processes, two at 8; half: one at 2 and 3, two at 4 and 5, four at 8). Without ``data_parallel`` (a hand-written loop's race on the user's own
+    batches, the same on every rank) every rank races alone.
 
-    Why not one replica's batch everywhere: a copy's batch sets how noisy its steps are, and a smaller batch favours
-    a smaller LR. On 8 processes (a copy on an eighth of the batch) the 4.64x copy stalled from a third of the
-    classifiers' best LR where at 4 processes it learned fastest (BENCHMARKS.md item 50): the decision depended on
-    the process count.
+    Why a share of the global batch and not one replica's batch: a copy's batch sets how noisy its steps are, and a
+    smaller batch favours a smaller LR. On 8 processes (a copy on an eighth of the batch) the 4.64x copy stalled from
+    a third of the classifiers' best LR where at 4 processes it learned fastest (BENCHMARKS.md item 50): the decision
+    depended on the process count. Which share decides best is another question (item 56).
     """
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in a world of {world_size}.")
-    size = max(1, world_size // CALIBRATED_REPLICAS) if data_parallel else 1
+    # The small epsilon keeps exact products (8 x 0.25) from flooring one below through float rounding.
+    size = max(1, math.floor(world_size * batch_share + 1e-9)) if data_parallel else 1
     count = world_size // size
     group = rank // size if rank < count * size else None
     return RaceGroups(size=size, count=count, group=group, member=rank % size if group is not None else 0)

@@ -122,11 +122,11 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     # A race step takes one replica's batch of the run: per-device batch x gradient accumulation, in micro-batches of
     # the per-device size (the run's memory). A step on the micro-batch alone would race at a fraction of the batch
     # the run's LR is for, and a smaller batch favours a smaller LR.
-    # From 8 processes on, groups of ranks train each copy together, each rank on its share (`race_groups`): a copy's
-    # batch stays a quarter of the run's global batch, as in the 4-process races the rule was measured on.
+    # Groups of ranks train each copy together, each rank on its share (`race_groups`): a copy's batch is
+    # --hdet_start_race_batch_share of the run's global batch whatever the number of processes.
     micro = args.per_device_train_batch_size
     accumulation = max(int(args.gradient_accumulation_steps or 1), 1)
-    groups = race_groups(engine.rank, engine.world_size)
+    groups = race_groups(engine.rank, engine.world_size, batch_share=config.start_race_batch_share)
     share = micro * accumulation
     every = _race_examples(trainer, steps, share * groups.size)
     batches = [examples[groups.member * share : (groups.member + 1) * share] for examples in every]

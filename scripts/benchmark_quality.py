@@ -241,6 +241,8 @@ CONTROLLER_IDEAS = (
     # Session 51: the start race scores its copies on 128 probe examples (--hdet_start_race_probe_size), not the
     # controller's 32.
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_race60_lower_largest_twosteps_ceil_probespread_raceprobe", "the _probespread row with --hdet_start_race_probe_size 128 (session 51)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "start_race_steps": 60, "start_race_lowers": True, "start_race_raise_to": "largest", "start_race_raise_on": "two_steps", "start_race_stall_ceiling": True, "probe_sampling": "spread", "start_race_probe_size": 128}),
+    # Session 54: each race copy trains on half the run's global batch (--hdet_start_race_batch_share), not a quarter.
+    ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_race60_lower_largest_twosteps_ceil_probespread_raceprobe_racehalf", "the _raceprobe row with --hdet_start_race_batch_share 0.5 (session 54)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "start_race_steps": 60, "start_race_lowers": True, "start_race_raise_to": "largest", "start_race_raise_on": "two_steps", "start_race_stall_ceiling": True, "probe_sampling": "spread", "start_race_probe_size": 128, "start_race_batch_share": 0.5}),
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_lr0_probespread", "the _mr4_lr0 row with --hdet_probe_sampling spread (session 50)", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "controller_lr": 0.0, "probe_sampling": "spread"}),
     ("both_T3pct_until0.5_hz0.1_min0.3_up2_agreemean_floor_ls4_fan0.1_ties_mr4_race30", "the _mr4 row with --hdet_start_race_steps 30", {"controller_signal": "train_and_averaged_probe", "sync_interval": 0.03, "explore_until": 0.5, "comparison_horizon": 0.1, "comparison_horizon_start": 0.3, "early_comparison": "lower_of_both", "controller_raise_gain": 2.0, "controller_signal_combination": "agree_mean", "controller_floor_after_peak": True, "controller_line_search_threshold": 4.0, "lr_fan_out_scale": 0.4, "controller_line_search_breaks_ties": True, "controller_line_search_max_raise": 4.0, "start_race_steps": 30}),
     # Session 30: the exploration alone (lambda 0: the LR stays on the schedule) at the default spread and narrower.
@@ -559,7 +561,9 @@ def plan_hdet(
     # Issue 10: the controller's score and when it acts, each idea a setting, from all three starts, on top of
     # the library's current defaults (shared, spread 0.25, T 10, lambda 1.5, beta 0.5).
     for label, note, extra in CONTROLLER_IDEAS:
-        between = label.endswith(("_race60_lower", "_largest", "_twosteps", "_ceil", "_probespread", "_raceprobe"))
+        between = label.endswith(
+            ("_race60_lower", "_largest", "_twosteps", "_ceil", "_probespread", "_raceprobe", "_racehalf")
+        )
         for start in starts + (BETWEEN_STARTS if between else ()):
             add(f"shared_{label}_{start}", "controller", start, label, note, gradient_sync="shared", **{**tuned, **extra})
     # The signal map: the spread alone (no controller) at four fixed LRs around the best, T 3 % of the run, to
@@ -943,6 +947,8 @@ def worker(args: argparse.Namespace, passthrough: dict[str, Any]) -> None:
             pinned["probe_sampling"] = "first"
             # The race scores on the controller's 32 probe examples unless the row says `_raceprobe` (session 51).
             pinned["start_race_probe_size"] = 32
+            # Each race copy trains on a quarter of the global batch unless the row says `_racehalf` (session 54).
+            pinned["start_race_batch_share"] = 0.25
             hdet = {**pinned, "start_race_raise_on": "start_last", "start_race_stall_ceiling": False, **hdet}
             targs.update(hdet=True, **{f"hdet_{k}": v for k, v in hdet.items()})
             trainer_cls = HDETTrainer

@@ -44,18 +44,19 @@ def test_every_candidate_is_raced_once_whatever_the_number_of_replicas(world_siz
         race_assignment(2, 2)
 
 
-@pytest.mark.parametrize("world_size", [2, 3, 4, 7, 8, 10, 12, 16])
-def test_race_groups_keep_a_copys_batch_near_a_quarter_of_the_global_batch(world_size):
-    groups = [race_groups(rank, world_size) for rank in range(world_size)]
+@pytest.mark.parametrize("batch_share", [0.5, 0.25])
+@pytest.mark.parametrize("world_size", [2, 3, 4, 5, 7, 8, 9, 10, 12, 16])
+def test_race_groups_train_each_copy_on_its_share_of_the_global_batch(world_size, batch_share):
+    groups = [race_groups(rank, world_size, batch_share=batch_share) for rank in range(world_size)]
     size, count = groups[0].size, groups[0].count
-    # Below 8 processes every rank races alone (the measured races); from 8 on, world_size // 4 ranks per copy.
-    assert size == (1 if world_size < 8 else world_size // 4)
-    assert count == world_size // size and count >= min(world_size, 4)
-    # A copy's batch as a share of the global batch: a quarter at 4, 8, 12 and 16 processes (one, two, three, four
-    # replicas' batches), between a seventh and a quarter elsewhere from 4 processes on.
-    if world_size >= 4:
-        assert 1 / 7 <= size / world_size <= 1 / 4
-        assert size / world_size == 1 / 4 or world_size % 4
+    assert size == max(1, int(world_size * batch_share + 1e-9))
+    assert count == world_size // size
+    # A copy's batch as a share of the global batch: exactly the share where the process count allows it (half at
+    # 2, 4, 8 ...; a quarter at 4, 8, 12, 16), else the largest share of whole replicas below it (one replica's batch
+    # where even that is more).
+    if size > 1:
+        assert size / world_size <= batch_share
+    assert size / world_size == batch_share or world_size * batch_share % 1 or size == 1
     # Groups are runs of consecutive ranks; a rank left over (9 processes: rank 8) has no group.
     for rank, g in enumerate(groups):
         if rank < count * size:
@@ -71,12 +72,22 @@ def test_race_groups_keep_a_copys_batch_near_a_quarter_of_the_global_batch(world
         rank, round_ = groups[0].scoring_rank(c)
         assert groups[rank].group == c % count and groups[rank].member == 0 and round_ == c // count
     # Without data parallelism (a hand-written loop's race on the user's own batches) every rank races alone.
-    assert {race_groups(rank, world_size, data_parallel=False).size for rank in range(world_size)} == {1}
+    alone = {race_groups(rank, world_size, data_parallel=False, batch_share=batch_share).size for rank in range(world_size)}
+    assert alone == {1}
+
+
+def test_race_groups_default_to_a_quarter_of_the_global_batch():
+    # The share the race's rule was measured with (4 processes): each rank alone up to 7 processes, pairs at 8.
+    assert [race_groups(0, n).size for n in (2, 3, 4, 5, 7, 8, 16)] == [1, 1, 1, 1, 1, 2, 4]
+    assert HDETConfig().start_race_batch_share == 0.25
+    # Half (BENCHMARKS.md item 56): pairs at 4 processes, fours at 8, each rank alone at 2 and 3.
+    assert [race_groups(0, n, batch_share=0.5).size for n in (2, 3, 4, 5, 8, 16)] == [1, 1, 2, 2, 4, 8]
 
 
 def test_race_groups_with_a_leftover_rank():
-    # 9 processes: 4 pairs and rank 8 left over (it races thrown-away copies alone).
+    # 9 processes on a quarter: 4 pairs and rank 8 left over (it races thrown-away copies alone); on half: two fours.
     assert [race_groups(r, 9).group for r in range(9)] == [0, 0, 1, 1, 2, 2, 3, 3, None]
+    assert [race_groups(r, 9, batch_share=0.5).group for r in range(9)] == [0, 0, 0, 0, 1, 1, 1, 1, None]
     with pytest.raises(ValueError, match="not in a world of 8"):
         race_groups(8, 8)
 

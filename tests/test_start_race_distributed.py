@@ -79,8 +79,9 @@ def test_a_race_from_far_below_starts_the_run_at_the_winner(tmp_path):
 
 
 def test_the_decision_does_not_depend_on_the_number_of_replicas(tmp_path):
-    # 2 processes race the 4 candidates in two rounds, 4 processes in one: the same copies from the same weights,
-    # batches and random streams, so the same probe losses (bit for bit) and the same decision.
+    # On the default quarter of the global batch each rank races alone at 2 and 4 processes: 2 processes race the 4
+    # candidates in two rounds, 4 processes in one. The same copies from the same weights, batches and random
+    # streams, so the same probe losses (bit for bit) and the same decision.
     flags = ["--learning_rate", "1e-3", "--hdet_start_race_steps", "3"]
     two = race_record(run(tmp_path, "two", *flags)[0])
     four = race_record(run(tmp_path, "four", *flags, nproc=4)[0])
@@ -110,6 +111,28 @@ def test_from_8_processes_pairs_of_ranks_race_each_copy_on_a_quarter_of_the_glob
     # Without the pairs (one rank's 2 examples per copy step) the copies train on other batches: the test can fail.
     alone = race_record(run(tmp_path, "alone", *flags, "--per_device_train_batch_size", "2", nproc=4)[0])
     assert alone["probe_losses"] != pytest.approx(four["probe_losses"], rel=1e-5, abs=1e-6)
+
+
+def test_on_half_the_global_batch_pairs_of_ranks_race_each_copy_at_4_processes(tmp_path):
+    # The same global batch of 8 on 2 processes (4 each) and on 4 (2 each). With --hdet_start_race_batch_share 0.5 a
+    # copy trains on half the global batch (BENCHMARKS.md item 56): one replica's 4 examples at 2 processes, a pair's
+    # 2 + 2 at 4, their gradients averaged. The same examples per step and the same mean gradient, so the same probe
+    # losses up to float rounding and the same decision.
+    flags = ["--learning_rate", "1e-3", "--hdet_start_race_steps", "3", "--hdet_start_race_batch_share", "0.5"]
+    two = race_record(run(tmp_path, "two", *flags)[0])
+    four_ranks = run(tmp_path, "four", *flags, "--per_device_train_batch_size", "2", nproc=4)
+    four = race_record(four_ranks[0])
+    assert all(race_record(rank) == four for rank in four_ranks)  # one decision, alike on every rank
+    assert four["probe_losses"] == pytest.approx(two["probe_losses"], rel=1e-5, abs=1e-6)
+    assert four["below_probe_loss"] == pytest.approx(two["below_probe_loss"], rel=1e-5, abs=1e-6)
+    assert four["scale"] == two["scale"] and len(set(four["probe_losses"])) == 4
+    # Besides the gather of the probe losses: one gradient average per race step and round (5 copies over 2 pairs:
+    # three rounds of 3 steps), inside each pair only.
+    for rank in four_ranks:
+        assert rank["race_collectives"] == {"gloo:all_reduce": 1 + 3 * 3}, rank["race_collectives"]
+    # On the default quarter (each rank alone on its 2 examples) the copies train on other batches: the test can fail.
+    quarter = run(tmp_path, "quarter", *flags[:-2], "--per_device_train_batch_size", "2", nproc=4)
+    assert race_record(quarter[0])["probe_losses"] != pytest.approx(two["probe_losses"], rel=1e-5, abs=1e-6)
 
 
 def test_a_race_step_takes_the_runs_batch_with_gradient_accumulation(tmp_path):

@@ -448,6 +448,13 @@ CASES: list[ErrorCase] = [
     ),
     _flags(
         "--hdet_auto_lr",
+        "--hdet_start_race_batch_share",
+        "0",
+        match=r"--hdet_start_race_batch_share is the share of the global batch each start-race copy trains on, in "
+        r"\(0, 1\], but got 0.0",
+    ),
+    _flags(
+        "--hdet_auto_lr",
         "--hdet_start_race_significance",
         "-1",
         match=r"--hdet_start_race_significance must be a finite number >= 0, but got -1.0",
