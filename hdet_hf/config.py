@@ -523,11 +523,12 @@ class HDETConfig:
             "gradients averaged (at least one). A copy's batch sets how noisy its steps are, and a smaller batch "
             "favours a smaller LR. 0.25 (default): the share every threshold of the race was measured with (4 "
             "processes). 0.5 at 4 processes (BENCHMARKS.md item 56) raised three starts 10x below the best LR of two "
-            "from-scratch language models that a quarter left there (2.9-3.2 points lower at the end), raised "
-            "another to 4.64x instead of 10x (4 points higher), and left two pretrained classifiers' copies 3x above their best LR "
-            "learning where on a quarter they stalled, so the race no longer lowered those starts. A larger share "
-            "races fewer copies side by side: ceil(5 / (N // floor(N x share))) x --hdet_start_race_steps extra "
-            "steps per process. A hand-written loop's race (OneCycleAutoLR.start_race, HDETAccelerate.start_race) "
+            "from-scratch language models that a quarter left there (2.9-3.2 points lower at the end) and another "
+            "to 4.64x instead of 10x (4 points higher), and left three pretrained classifiers' copies 3x above their "
+            "best LR learning where on a quarter they stalled, so the race no longer lowered those starts (2-46 "
+            "points higher at the end). A larger share races fewer copies side by side: "
+            "ceil(5 / (N // floor(N x share))) x --hdet_start_race_steps extra steps per process. A hand-written "
+            "loop's race (OneCycleAutoLR.start_race, HDETAccelerate.start_race) "
             "trains on the batches it is given."
         },
     )

@@ -172,7 +172,9 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
         for name, value in bookkeeping.items():
             setattr(trainer, name, value)
     # How many examples scored the copies: the standard errors behind the decision depend on it.
-    engine.start_at_scale(decision.scale, race={**decision.to_dict(), "steps": steps, "probe_size": len(probe_examples)})
+    # The record says what the decision was made on: the probe's examples and a copy's batch (examples a race step).
+    record = {"steps": steps, "probe_size": len(probe_examples), "copy_batch": share * groups.size}
+    engine.start_at_scale(decision.scale, race={**decision.to_dict(), **record})
     if trainer.is_world_process_zero():
         below_note = (
             ""

@@ -126,6 +126,7 @@ def test_on_half_the_global_batch_pairs_of_ranks_race_each_copy_at_4_processes(t
     assert four["probe_losses"] == pytest.approx(two["probe_losses"], rel=1e-5, abs=1e-6)
     assert four["below_probe_loss"] == pytest.approx(two["below_probe_loss"], rel=1e-5, abs=1e-6)
     assert four["scale"] == two["scale"] and len(set(four["probe_losses"])) == 4
+    assert two["copy_batch"] == four["copy_batch"] == 4  # the record says what a copy trained on
     # Besides the gather of the probe losses: one gradient average per race step and round (5 copies over 2 pairs:
     # three rounds of 3 steps), inside each pair only.
     for rank in four_ranks:
@@ -133,6 +134,7 @@ def test_on_half_the_global_batch_pairs_of_ranks_race_each_copy_at_4_processes(t
     # On the default quarter (each rank alone on its 2 examples) the copies train on other batches: the test can fail.
     quarter = run(tmp_path, "quarter", *flags[:-2], "--per_device_train_batch_size", "2", nproc=4)
     assert race_record(quarter[0])["probe_losses"] != pytest.approx(two["probe_losses"], rel=1e-5, abs=1e-6)
+    assert race_record(quarter[0])["copy_batch"] == 2
 
 
 def test_a_race_step_takes_the_runs_batch_with_gradient_accumulation(tmp_path):
