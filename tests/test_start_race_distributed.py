@@ -90,6 +90,20 @@ def test_the_decision_does_not_depend_on_the_number_of_replicas(tmp_path):
     assert two == four
 
 
+def assert_groups_race_as_one_rank_on_their_batch(grouped_ranks, alone, rounds, steps):
+    """Ranks that trained each copy in groups, each on its share of the copy's batch, took the decision a rank alone
+    on the whole batch took: one decision alike on every rank, the same probe losses up to float rounding (the mean of
+    the members' mean gradients is the whole batch's), and besides the gather of the probe losses one gradient average
+    per race step and round, inside each group only."""
+    grouped = race_record(grouped_ranks[0])
+    assert all(race_record(rank) == grouped for rank in grouped_ranks)
+    assert grouped["probe_losses"] == pytest.approx(alone["probe_losses"], rel=1e-5, abs=1e-6)
+    assert grouped["below_probe_loss"] == pytest.approx(alone["below_probe_loss"], rel=1e-5, abs=1e-6)
+    assert grouped["scale"] == alone["scale"] and len(set(grouped["probe_losses"])) == 4
+    for rank in grouped_ranks:
+        assert rank["race_collectives"] == {"gloo:all_reduce": 1 + rounds * steps}, rank["race_collectives"]
+
+
 def test_from_8_processes_pairs_of_ranks_race_each_copy_on_a_quarter_of_the_global_batch(tmp_path):
     # The same global batch of 16 on 4 processes (4 each) and on 8 (2 each). At 4 each copy trains on one replica's
     # batch of 4; at 8 two ranks train each copy together on 2 examples each, their gradients averaged: the same
@@ -99,15 +113,8 @@ def test_from_8_processes_pairs_of_ranks_race_each_copy_on_a_quarter_of_the_glob
     flags = ["--learning_rate", "1e-3", "--hdet_start_race_steps", "3"]
     four = race_record(run(tmp_path, "four", *flags, nproc=4)[0])
     eight_ranks = run(tmp_path, "eight", *flags, "--per_device_train_batch_size", "2", nproc=8)
-    eight = race_record(eight_ranks[0])
-    assert all(race_record(rank) == eight for rank in eight_ranks)  # one decision, alike on every rank
-    assert eight["probe_losses"] == pytest.approx(four["probe_losses"], rel=1e-5, abs=1e-6)
-    assert eight["below_probe_loss"] == pytest.approx(four["below_probe_loss"], rel=1e-5, abs=1e-6)
-    assert eight["scale"] == four["scale"] and len(set(eight["probe_losses"])) == 4
-    # Besides the gather of the probe losses: one gradient average per race step and round (5 copies over 4 pairs:
-    # two rounds of 3 steps), inside each pair only.
-    for rank in eight_ranks:
-        assert rank["race_collectives"] == {"gloo:all_reduce": 1 + 2 * 3}, rank["race_collectives"]
+    # 5 copies over 4 pairs: two rounds of 3 steps.
+    assert_groups_race_as_one_rank_on_their_batch(eight_ranks, four, rounds=2, steps=3)
     # Without the pairs (one rank's 2 examples per copy step) the copies train on other batches: the test can fail.
     alone = race_record(run(tmp_path, "alone", *flags, "--per_device_train_batch_size", "2", nproc=4)[0])
     assert alone["probe_losses"] != pytest.approx(four["probe_losses"], rel=1e-5, abs=1e-6)
@@ -121,16 +128,9 @@ def test_on_half_the_global_batch_pairs_of_ranks_race_each_copy_at_4_processes(t
     flags = ["--learning_rate", "1e-3", "--hdet_start_race_steps", "3", "--hdet_start_race_batch_share", "0.5"]
     two = race_record(run(tmp_path, "two", *flags)[0])
     four_ranks = run(tmp_path, "four", *flags, "--per_device_train_batch_size", "2", nproc=4)
-    four = race_record(four_ranks[0])
-    assert all(race_record(rank) == four for rank in four_ranks)  # one decision, alike on every rank
-    assert four["probe_losses"] == pytest.approx(two["probe_losses"], rel=1e-5, abs=1e-6)
-    assert four["below_probe_loss"] == pytest.approx(two["below_probe_loss"], rel=1e-5, abs=1e-6)
-    assert four["scale"] == two["scale"] and len(set(four["probe_losses"])) == 4
-    assert two["copy_batch"] == four["copy_batch"] == 4  # the record says what a copy trained on
-    # Besides the gather of the probe losses: one gradient average per race step and round (5 copies over 2 pairs:
-    # three rounds of 3 steps), inside each pair only.
-    for rank in four_ranks:
-        assert rank["race_collectives"] == {"gloo:all_reduce": 1 + 3 * 3}, rank["race_collectives"]
+    # 5 copies over 2 pairs: three rounds of 3 steps.
+    assert_groups_race_as_one_rank_on_their_batch(four_ranks, two, rounds=3, steps=3)
+    assert two["copy_batch"] == race_record(four_ranks[0])["copy_batch"] == 4  # the record says what a copy trained on
     # On the default quarter (each rank alone on its 2 examples) the copies train on other batches: the test can fail.
     quarter = run(tmp_path, "quarter", *flags[:-2], "--per_device_train_batch_size", "2", nproc=4)
     assert race_record(quarter[0])["probe_losses"] != pytest.approx(two["probe_losses"], rel=1e-5, abs=1e-6)
