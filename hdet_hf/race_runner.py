@@ -112,15 +112,16 @@ def race_and_decide(
     ``train_copy(m, average_gradients)`` trains the weights as they are for the race's steps, with every param group's
     LR already at ``m`` x its peak, calling ``average_gradients(parameters)`` before each step when it is not None
     (`RaceSteps`); ``score()`` returns the weights' per-example probe losses (a 1-D tensor, the same examples on every
-    rank). ``data_parallel``: the shell gives each rank its share of a copy's batch (`start_race.race_groups`), so groups
-    of ranks train each copy together on ``config.start_race_batch_share`` of the global batch; else every rank races
-    its copies alone.
+    rank). ``data_parallel``: the shell gives each rank its share of a copy's batch (`start_race.race_groups`), so
+    groups of ranks train each copy together on ``config.start_race_batch_share`` of the global batch; else every rank
+    races its copies alone.
     """
     multipliers = race_multipliers(config.controller_max_factor)
     below = below_multiplier(config.controller_max_factor, len(multipliers))
     # A race that may lower always needs the copy below the start, so it is raced as one more candidate (the last):
     # in an idle slot where the groups leave one (3 groups, or 5+: e.g. 3 processes, or 5-7 with a quarter-batch
-    # share), else in a round of its own on group 0 (the other groups race a copy that is thrown away meanwhile: see the idle slots below).
+    # share), else in a round of its own on group 0 (the other groups race a copy that is thrown away meanwhile: see
+    # the idle slots below).
     copies = [*multipliers, below] if lowers else multipliers
     groups = race_groups(engine.rank, engine.world_size, data_parallel, config.start_race_batch_share)
     mine = [] if groups.group is None else race_assignment(groups.group, groups.count, len(copies))

@@ -10,11 +10,11 @@ so a copy trains on about ``--hdet_start_race_batch_share`` of the run's global 
 4-process races every threshold here was measured on: one replica's batch at 4 processes, two at 8; at 2 a copy takes
 half the global batch, at 5-7 a fifth to a seventh, and the 2-process races were measured too). A copy's batch sets
 how noisy its steps are, and a smaller batch favours a smaller LR: on half the batch at 4 processes the race raised
-two from-scratch language models 10x below their best LR that a quarter left there, and a pretrained classifier's
-copy 3x above its best LR learned where on a quarter it stalled (BENCHMARKS.md item 56). The copies then see the same examples whatever the process count; a copy with
-dropout still draws other masks when its batch is split over ranks, which can decide a copy at the edge of stability
-(BENCHMARKS.md item 50). The run keeps its initial weights and raises the base LR's start when (1) every larger
-LR beat the start (the start came last), (2) the probe loss fell with each step up in LR from the start to the
+two from-scratch language models 10x below their best LR that a quarter left there, and the pretrained classifiers'
+copies 3x above their best LR learned where on a quarter they stalled (BENCHMARKS.md item 56). The copies then see
+the same examples whatever the process count; a copy with dropout still draws other masks when its batch is split
+over ranks, which can decide a copy at the edge of stability (BENCHMARKS.md item 50). The run keeps its initial
+weights and raises the base LR's start when (1) every larger LR beat the start (the start came last), (2) the probe loss fell with each step up in LR from the start to the
 winner, (3) the winner beat the start by ``significance`` paired standard errors over the probe's examples, and (4)
 a fifth copy one step below the start (``start / max_factor ** (1 / 3)``; raced with the candidates by default, only
 when (1)-(3) hold with ``--hdet_start_race_lowers false``) did worse than the start: to the largest candidate that
@@ -173,8 +173,8 @@ def race_groups(
 ) -> RaceGroups:
     """The race's groups on ``world_size`` processes: ``floor(world_size x batch_share)`` ranks per copy (at least 1),
     so each copy trains on about ``batch_share`` of the run's global batch (the default quarter: one replica's batch up
-    to 7 processes, two at 8; half: one at 2 and 3, two at 4 and 5, four at 8). Without ``data_parallel`` (a hand-written loop's race on the user's own
-    batches, the same on every rank) every rank races alone.
+    to 7 processes, two at 8; half: one at 2 and 3, two at 4 and 5, four at 8). Without ``data_parallel`` (a
+    hand-written loop's race on the user's own batches, the same on every rank) every rank races alone.
 
     Why a share of the global batch and not one replica's batch: a copy's batch sets how noisy its steps are, and a
     smaller batch favours a smaller LR. On 8 processes (a copy on an eighth of the batch) the 4.64x copy stalled from
