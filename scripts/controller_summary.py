@@ -8,6 +8,7 @@ worse than DDP at the same start LR (the do-no-harm target).
     python scripts/controller_summary.py                   # print the table
     python scripts/controller_summary.py --check README.md # exit 1 if README.md's copy differs
     python scripts/controller_summary.py --write README.md # replace README.md's copy
+    python scripts/controller_summary.py --plot benchmarks/controller_default/summary.png  # and draw it
 """
 
 from __future__ import annotations
@@ -103,13 +104,9 @@ def start_cells(table: Path, starts: tuple[str, ...] = STARTS) -> dict[str, list
     return rows
 
 
-def summary_table(folder: Path = TABLES) -> str:
-    """The markdown table (one row per task and process count)."""
-    lines = [
-        "| task | processes | seeds | best LR | 10x below | 3x above | DDP 10x below / 3x above "
-        "| worse than DDP at that LR (best / below / above) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+def task_rows(folder: Path = TABLES) -> list[tuple[str, str, int, dict[str, list[str]]]]:
+    """``(task, what it is, processes, cells of each start)`` per summary row, overlays applied."""
+    rows = []
     for key, what, *files in TASKS:
         for processes, name in zip((4, 2), files):
             if name is None:
@@ -120,16 +117,84 @@ def summary_table(folder: Path = TABLES) -> str:
                     # A start the overlay has no run for (e.g. no 3x-above rows of a task) keeps the cell it had.
                     overlay = start_cells(folder / race_table(name, kind), ())
                     cells.update({start: overlay[start] for start in starts if start in overlay})
-            seeds = "/".join(str(sum(c not in ("-", "") for c in cells[s][1:-4])) for s in STARTS)
-            means = [cells[s][-4].split(" ")[0] for s in STARTS]
-            ddp = [cells[s][-2].split(" ")[0] for s in ("low", "high")]
-            # "k of n", or "-" where no seed had DDP at that start (controller_seeds.py writes it so).
-            worse = " / ".join(cells[s][-1].replace(" of ", "/") for s in STARTS)
-            lines.append(
-                f"| {key}: {what} | {processes} | {seeds} | {' | '.join(means)} | {' / '.join(ddp)} | {worse} |"
-            )
+            rows.append((key, what, processes, cells))
+    return rows
+
+
+def summary_table(folder: Path = TABLES) -> str:
+    """The markdown table (one row per task and process count)."""
+    lines = [
+        "| task | processes | seeds | best LR | 10x below | 3x above | DDP 10x below / 3x above "
+        "| worse than DDP at that LR (best / below / above) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for key, what, processes, cells in task_rows(folder):
+        seeds = "/".join(str(sum(c not in ("-", "") for c in cells[s][1:-4])) for s in STARTS)
+        means = [cells[s][-4].split(" ")[0] for s in STARTS]
+        ddp = [cells[s][-2].split(" ")[0] for s in ("low", "high")]
+        # "k of n", or "-" where no seed had DDP at that start (controller_seeds.py writes it so).
+        worse = " / ".join(cells[s][-1].replace(" of ", "/") for s in STARTS)
+        lines.append(
+            f"| {key}: {what} | {processes} | {seeds} | {' | '.join(means)} | {' / '.join(ddp)} | {worse} |"
+        )
     return "\n".join(lines)
 
+
+def per_seed(cells: list[str]) -> list[float]:
+    """The per-seed ratios of one start's cells (``-`` where a seed has no run; ``*`` marks a borrowed run)."""
+    return [float(c.rstrip("*")) for c in cells[1:-4] if c not in ("-", "")]
+
+
+def plot_summary(path: Path, folder: Path = TABLES, right: float = 1.2) -> None:
+    """One panel per start: each task's seeds (dots), their mean (bar) and DDP at that start LR (cross), against the
+    targets (shaded). Ratios above ``right`` sit at the panel's edge with their value, so that a point's difference
+    near 1 stays visible."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = task_rows(folder)
+    titles = {"best": "at the best LR", "low": "from 10x below", "high": "from 3x above"}
+    targets = {"best": 1.005, "low": 1.01, "high": 1.01}
+    left = 0.88
+    fig, axes = plt.subplots(1, 3, figsize=(14, 0.32 * len(rows) + 1.8), sharey=True)
+
+    def clipped(ax, x: float, y: float, label_at: int | None = None, **style) -> None:
+        """A marker at min(x, right); past the edge, its value beside it (``label_at``: points above the row)."""
+        ax.scatter([min(x, right)], [y], clip_on=False, **style)
+        if x > right and label_at is not None:
+            ax.annotate(f"{x:.2f}", (right, y), xytext=(5, label_at), textcoords="offset points", fontsize=7,
+                        color=style.get("color"), annotation_clip=False)  # fmt: skip
+
+    for ax, start in zip(axes, STARTS):
+        ax.axvspan(left, targets[start], color="tab:green", alpha=0.12)
+        ax.axvline(1.0, color="grey", lw=0.8)
+        for y, (_, _, _, cells) in enumerate(rows):
+            for ratio in per_seed(cells[start]):
+                clipped(ax, ratio, y, s=12, color="tab:blue", alpha=0.45, zorder=2)
+            clipped(ax, float(cells[start][-4].split(" ")[0]), y, label_at=1, marker="|", s=220, lw=2.5,
+                    color="tab:blue", zorder=3)  # fmt: skip
+            ddp = cells[start][-2].split(" ")[0]
+            if start != "best" and ddp not in ("-", ""):
+                clipped(ax, float(ddp), y, label_at=-8, marker="x", s=30, color="tab:red", zorder=3)
+        ax.set_xlim(left, right)
+        ax.set_title(titles[start])
+        ax.set_xlabel("final eval loss / the sweep's best point")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(range(len(rows)), [f"{key} ({processes} processes)" for key, _, processes, _ in rows])
+    axes[0].invert_yaxis()
+    handles = [
+        plt.Line2D([], [], ls="", marker="o", color="tab:blue", alpha=0.45, label="HDET, one seed"),
+        plt.Line2D([], [], ls="", marker="|", ms=14, mew=2.5, color="tab:blue", label="HDET, mean over seeds"),
+        plt.Line2D([], [], ls="", marker="x", color="tab:red", label="DDP at that start LR, mean"),
+        matplotlib.patches.Patch(color="tab:green", alpha=0.12, label="target"),
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=4, frameon=False)
+    fig.suptitle(f"The default controller on every task (README's table; values above {right} at the edge, a mean's or DDP's with its value)")
+    fig.tight_layout(rect=(0, 0.05, 0.98, 0.97))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -143,7 +208,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=f"Replace the table between {BEGIN} and {END} in this markdown file.",
     )
+    parser.add_argument(
+        "--plot", type=Path, default=None,
+        help="Also draw the table as a picture (per-seed ratios, means, DDP at each start LR) to this PNG.",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.plot is not None:
+        plot_summary(args.plot)
     table = summary_table()
     target = args.check or args.write
     if target is None:

@@ -172,3 +172,18 @@ def test_docstring_examples_run():
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+
+
+def test_controller_summary_draws_every_row_and_reads_borrowed_seeds(tmp_path):
+    """`--plot` draws the table as a picture; a seed's cell marked * (a run borrowed from an equal row) or "-" (no
+    run) is read as its value or skipped, not dropped as a whole start."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import controller_summary
+
+    assert controller_summary.per_seed(["best (0.01)", "1.004*", "-", "1.016", "1.010 (0.006)", "", "", ""]) == [
+        1.004,
+        1.016,
+    ]
+    out = tmp_path / "summary.png"
+    assert controller_summary.main(["--plot", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
