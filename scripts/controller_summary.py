@@ -67,7 +67,8 @@ TASKS = (
 #   Session 53 (`benchmarks/controller_today_s53/`): the same language models at 2 processes and b' at 4, every start,
 #   3 seeds, each cell its own run (`<task>_procs2_raceprobe.md`, `bp_raceprobe.md`).
 #   Session 54 (`benchmarks/controller_today_s54/`): b at 4 processes and the classifier c at 2, the same way
-#   (`b_raceprobe.md`, `c_procs2_raceprobe.md`).
+#   (`b_raceprobe.md`; c at 2 processes: its seed 0's best-LR row). Session 55 (`benchmarks/controller_today_s55/`):
+#   the classifiers c, g and i at 2 processes (`<task>_procs2_raceprobe.md`), so every summary row is today's default.
 OVERLAYS = (
     ("today", ("best", "high")),
     ("race", ("low",)),
