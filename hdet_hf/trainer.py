@@ -31,6 +31,7 @@ import torch.distributed as dist
 from transformers import Trainer, TrainerCallback
 from transformers.trainer import SCHEDULER_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.utils import logging as transformers_logging
 
 from .engine import HDETEngine
 from .engine_state import merge_optimizer_states
@@ -182,6 +183,10 @@ class HDETTrainerMixin:
         self._extra_hyperparameters: list[Hyperparameter] = []
         HDETTrainerMixin.instances_created += 1
         super().__init__(*args, **kwargs)
+        # Our INFO lines (the start race's decision, why no race ran) follow the Trainer's own verbosity, which it
+        # set from --log_level / --log_level_replica (info on the main process in HF's example scripts). They still
+        # go through the script's logging handlers; a script that configures none sees warnings only, as before.
+        logging.getLogger("hdet_hf").setLevel(transformers_logging.get_verbosity())
         remember_backend()  # for `hdet_hf.launch`'s exit, should the script destroy the group itself
         if self.hdet_enabled:
             check_launch_seen(

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from .probe_sample import DEFAULT_RACE_PROBE_SIZE
 from .race_runner import RaceSteps, race_and_decide
-from .start_race import RaceDecision, race_groups, race_steps_for_run
+from .start_race import RaceDecision, race_groups, race_steps_for_run, share_note
 
 if TYPE_CHECKING:
     from .trainer import HDETTrainerMixin
@@ -127,6 +127,9 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     micro = args.per_device_train_batch_size
     accumulation = max(int(args.gradient_accumulation_steps or 1), 1)
     groups = race_groups(engine.rank, engine.world_size, batch_share=config.start_race_batch_share)
+    note = share_note(engine.world_size, config.start_race_batch_share)
+    if note is not None and trainer.is_world_process_zero():
+        logger.info("HDET start race: %s", note)
     share = micro * accumulation
     every = _race_examples(trainer, steps, share * groups.size)
     batches = [examples[groups.member * share : (groups.member + 1) * share] for examples in every]

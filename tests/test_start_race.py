@@ -17,6 +17,7 @@ from hdet_hf.start_race import (
     race_groups,
     race_multipliers,
     race_steps_for_run,
+    share_note,
 )
 
 
@@ -82,6 +83,16 @@ def test_race_groups_default_to_a_quarter_of_the_global_batch():
     assert HDETConfig().start_race_batch_share == 0.25
     # Half (BENCHMARKS.md item 56): pairs at 4 processes, fours at 8, each rank alone at 2 and 3.
     assert [race_groups(0, n, batch_share=0.5).size for n in (2, 3, 4, 5, 8, 16)] == [1, 1, 2, 2, 4, 8]
+
+
+def test_share_note_says_where_a_copy_cannot_train_on_the_share_asked_for():
+    """A copy takes whole processes' batches: the default quarter is exact at 4 and 8 processes and says nothing
+    there; at 2, 3 and 6 processes a copy trains on a half, a third and a sixth, and the note gives that share."""
+    assert share_note(4) is None and share_note(8) is None and share_note(4, batch_share=0.5) is None
+    note = share_note(2)
+    assert note is not None and "1 of 2 processes' batches (0.5 of the global batch)" in note and "0.25" in note
+    assert "(0.333 of the global batch)" in share_note(3) and "(0.167 of the global batch)" in share_note(6)
+    assert "(0.5 of the global batch)" in share_note(6, batch_share=0.6)
 
 
 def test_race_groups_with_a_leftover_rank():

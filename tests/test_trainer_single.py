@@ -99,3 +99,22 @@ def test_trainer_push_to_hub_sends_schedule_and_plot_and_replay_reproduces_it(tm
         assert [g["lr"] for g in optimizer.param_groups] == recorded[step]
         optimizer.step()
         replay.step()
+
+
+@pytest.mark.filterwarnings("ignore:HDET runs on a single process")
+@pytest.mark.parametrize("log_level", ["info", "warning"])
+def test_hdet_log_lines_follow_the_trainers_verbosity(tmp_path, log_level):
+    """The Trainer sets transformers' verbosity from --log_level; our INFO lines (the start race's decision, why no
+    race ran) take the same level, so HF's example scripts show them on the main process and hide them elsewhere."""
+    from transformers.utils import logging as transformers_logging
+
+    before = transformers_logging.get_verbosity()
+    try:
+        tiny_trainer(tmp_path, max_steps=2, log_level=log_level)
+        expected = logging.INFO if log_level == "info" else logging.WARNING
+        assert transformers_logging.get_verbosity() == expected
+        assert logging.getLogger("hdet_hf").getEffectiveLevel() == expected
+        assert logging.getLogger("hdet_hf.trainer_race").isEnabledFor(logging.INFO) == (log_level == "info")
+    finally:
+        transformers_logging.set_verbosity(before)
+        logging.getLogger("hdet_hf").setLevel(logging.NOTSET)
