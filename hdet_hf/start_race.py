@@ -190,12 +190,12 @@ def race_groups(
     return RaceGroups(size=size, count=count, group=group, member=rank % size if group is not None else 0)
 
 
-
 def share_note(world_size: int, batch_share: float = DEFAULT_START_RACE_BATCH_SHARE) -> str | None:
     """What a user should know where a copy cannot train on ``batch_share`` of the global batch (a copy takes whole
     processes' batches, at least one: at 2 processes the default quarter is a half), else None. The share changes
-    decisions: at 2 processes the pretrained classifiers' copies 3x above their best LR learned on half the batch and
-    the race lowered 5 of 9 starts, where on a quarter at 4 processes it lowered 8 of 9 (BENCHMARKS.md items 56-57)."""
+    decisions: at 2 processes the pretrained classifiers' copies 3x above their best LR learned on half the batch, and
+    the race lowered 5 of 9 of those starts; on a quarter (a scratch patch) it lowered 3 of the 4 it had left
+    (BENCHMARKS.md items 56-57)."""
     size = race_groups(0, world_size, batch_share=batch_share).size
     if abs(size / world_size - batch_share) < 1e-9:
         return None
@@ -204,6 +204,7 @@ def share_note(world_size: int, batch_share: float = DEFAULT_START_RACE_BATCH_SH
         f"global batch) where --hdet_start_race_batch_share asks for {batch_share:.3g}: a copy takes whole processes' "
         "batches, at least one, and a copy's batch changes the race's decisions (BENCHMARKS.md items 56-57)."
     )
+
 
 @dataclass(frozen=True)
 class RaceDecision:
