@@ -44,9 +44,11 @@ CONVERGE_WEIGHTS = ("uniform", "fitness")
 MIN_FRACTION_SYNC_INTERVAL = 10
 # The start race's length when --hdet_start_race_steps is unset (BENCHMARKS.md readings 45-47: measured at 60).
 DEFAULT_START_RACE_STEPS = 60
-# The share of the run's global batch each start-race copy trains on when --hdet_start_race_batch_share is unset: the
-# 4-process races every threshold was measured on (BENCHMARKS.md item 56 measured half).
-DEFAULT_START_RACE_BATCH_SHARE = 0.25
+# The share of the run's global batch each start-race candidate trains on (--hdet_start_race_batch_share), and the start
+# and the copy below it that decide a lowering (--hdet_start_race_lower_batch_share): a smaller copy batch favours a
+# smaller LR, so each decision is taken on the share where it was measured to help (BENCHMARKS.md items 56-58).
+DEFAULT_START_RACE_BATCH_SHARE = 0.5
+DEFAULT_START_RACE_LOWER_BATCH_SHARE = 0.25
 # Where a start race that raises starts the run: its winner, or the largest candidate that beat the start clearly.
 START_RACE_RAISES = ("winner", "largest")
 START_RACE_RAISE_ON = ("start_last", "two_steps")
@@ -417,9 +419,9 @@ class HDETConfig:
             "--hdet_controller_max_factor; with 2 replicas each races two, one after the other), all on the same "
             "batches of one replica's batch of the run (--per_device_train_batch_size x "
             "--gradient_accumulation_steps examples a step, in micro-batches of the per-device size; no loss "
-            "scaling; groups of processes train each copy together, each on its replica's batch, so a copy trains on "
-            "--hdet_start_race_batch_share of the global batch: by default a quarter, one replica's batch at 2 to 7 "
-            "processes, two at 8), "
+            "scaling; groups of processes train each copy together, each on its replica's batch, so a candidate trains "
+            "on --hdet_start_race_batch_share of the global batch, half by default, and the start and the copy below "
+            "it on --hdet_start_race_lower_batch_share, a quarter), "
             "and score each copy on the probe batch. The run keeps its initial weights and raises the "
             "controller's start when every larger LR beat the start, the probe loss fell with each step up in LR "
             "to the winner, the winner beat the start by --hdet_start_race_significance paired standard errors, "
@@ -427,10 +429,11 @@ class HDETConfig:
             "that beat the start by as many standard errors (--hdet_start_race_raise_to); "
             "when it does not raise, it may lower the start one step (--hdet_start_race_lowers). A race from the "
             "initial weights favours small steps, so it raises only on that evidence and lowers only on a start "
-            "that stalled (BENCHMARKS.md, readings 43, 45-49). Costs ceil(5 / G) x this many extra steps per "
-            "replica at the start (G the number of groups, N // floor(N x --hdet_start_race_batch_share): by default N "
-            "up to 7 and 4 or more from 8 on, 2 x from 8 processes; "
-            "ceil(4 / G), plus as many more when it raises, with --hdet_start_race_lowers false). Unset (default): "
+            "that stalled (BENCHMARKS.md, readings 43, 45-49). Costs ceil(4 / G) + ceil(2 / G') rounds of this many "
+            "steps per process at the start (G, G' the copies raced side by side on each share: by default 3 rounds "
+            "at any process count, the last on a quarter of the global batch; with the two shares equal, ceil(5 / G) "
+            "rounds; with --hdet_start_race_lowers false the pair races only when the rest would raise). Unset "
+            "(default): "
             f"{DEFAULT_START_RACE_STEPS} steps where the race can run (--hdet_auto_lr, whole replicas, 2+ processes, "
             f"a sized train set) on runs of at least {2 * DEFAULT_START_RACE_STEPS} steps, else none; a number races "
             "that long (an error where it cannot); 0: no race."
@@ -518,20 +521,30 @@ class HDETConfig:
     start_race_batch_share: float = field(
         default=DEFAULT_START_RACE_BATCH_SHARE,
         metadata={
-            "help": "The share of the run's global batch each start-race copy trains on (HDETTrainer), in (0, 1]: "
-            "floor(N x share) of the N processes train each copy together, each on its replica's batch, their "
-            "gradients averaged (at least one). A copy's batch sets how noisy its steps are, and a smaller batch "
-            "favours a smaller LR. 0.25 (default): the share every threshold of the race was measured with (4 "
-            "processes). 0.5 at 4 processes (BENCHMARKS.md item 56) raised three starts 10x below the best LR of two "
-            "from-scratch language models that a quarter left there (2.9-3.2 points lower at the end) and another "
-            "to 4.64x instead of 10x (4 points higher), and left three pretrained classifiers' copies 3x above their "
-            "best LR learning where on a quarter they stalled, so the race no longer lowered those starts (2-46 "
-            "points higher at the end). A copy takes whole processes' batches, at least one: at 2 processes the "
-            "default is a half (there the race lowered those classifiers on 5 of 9 seeds, item 57), at 3 a third; "
-            "an INFO line says so. A larger share races fewer copies side by side: "
-            "ceil(5 / (N // floor(N x share))) x --hdet_start_race_steps extra steps per process. A hand-written "
-            "loop's race (OneCycleAutoLR.start_race, HDETAccelerate.start_race) "
-            "trains on the batches it is given."
+            "help": "The share of the run's global batch each start-race candidate (the start and the LRs above it: "
+            "the copies that decide a raise) trains on (HDETTrainer), in (0, 1]: floor(N x share) of the N processes "
+            "train each copy together, each on its replica's batch, their gradients averaged; below one process's "
+            "batch each process races alone on that share of its batch. A copy's batch sets how noisy its steps are, "
+            "and a smaller batch favours a smaller LR. 0.5 (default since session 56): on half the batch at 4 "
+            "processes the race raised three starts 10x below the best LR of two from-scratch language models that "
+            "a quarter left there (2.9-3.2 points lower at the end; BENCHMARKS.md items 56 and 58). From one "
+            "process's batch up a copy takes whole processes' batches (at 3 processes half is a third; an INFO line "
+            "says so). A hand-written loop's race (OneCycleAutoLR.start_race, HDETAccelerate.start_race) trains on "
+            "the batches it is given."
+        },
+    )
+    start_race_lower_batch_share: float = field(
+        default=DEFAULT_START_RACE_LOWER_BATCH_SHARE,
+        metadata={
+            "help": "The share of the run's global batch the start race's lowering pair trains on (HDETTrainer), in "
+            "(0, 1]: a copy at the start LR and one a step below it, which decide a lowering and confirm a raise "
+            "(the copy below must do worse than the start). 0.25 (default since session 56): on a quarter a "
+            "pretrained classifier's copy 3x above its best LR stalls, and the race lowers it, where on half it "
+            "still learned and the race left it (2-46 points higher at the end; BENCHMARKS.md items 56-58). Set it "
+            "to --hdet_start_race_batch_share for one race on one share (the start's copy then serves both "
+            "decisions: one copy fewer). Where the shares differ the pair races after the candidates: "
+            "ceil(4 / G) + ceil(2 / G') rounds of --hdet_start_race_steps steps (G, G' the copies raced side by "
+            "side on each share)."
         },
     )
     lr_groups: bool = field(
@@ -865,12 +878,16 @@ class HDETConfig:
             _check_int_at_least(
                 "start_race_probe_size", self.start_race_probe_size, 2, "the race's tests need a standard error"
             )
-        share = self.start_race_batch_share
-        if not (isinstance(share, (int, float)) and not isinstance(share, bool) and 0.0 < share <= 1.0):
-            raise ValueError(
-                f"{_flag('start_race_batch_share')} is the share of the global batch each start-race copy trains on, "
-                f"in (0, 1], but got {share!r}. Use e.g. {DEFAULT_START_RACE_BATCH_SHARE} (the default) or 0.5."
-            )
+        for name, default in (
+            ("start_race_batch_share", DEFAULT_START_RACE_BATCH_SHARE),
+            ("start_race_lower_batch_share", DEFAULT_START_RACE_LOWER_BATCH_SHARE),
+        ):
+            share = getattr(self, name)
+            if not (isinstance(share, (int, float)) and not isinstance(share, bool) and 0.0 < share <= 1.0):
+                raise ValueError(
+                    f"{_flag(name)} is the share of the global batch a start-race copy trains on, in (0, 1], but got "
+                    f"{share!r}. Use e.g. {default} (the default) or 0.25."
+                )
         if not (math.isfinite(self.start_race_significance) and self.start_race_significance >= 0):
             raise ValueError(
                 f"{_flag('start_race_significance')} must be a finite number >= 0, but got "

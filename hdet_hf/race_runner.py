@@ -101,7 +101,7 @@ def race_and_decide(
     optimizer: torch.optim.Optimizer,
     engine: HDETEngine,
     config: HDETConfig,
-    train_copy: Callable[[float, Callable[[list[nn.Parameter]], None] | None], None],
+    train_copy: Callable[[float, RaceGroups, Callable[[list[nn.Parameter]], None] | None], None],
     score: Callable[[], torch.Tensor],
     lowers: bool,
     data_parallel: bool = False,
@@ -109,24 +109,25 @@ def race_and_decide(
     """Race the 4 candidates (and, when ``lowers``, the copy one step below the start) and decide.
 
     ``model`` is the bare module (its backward must not all-reduce: each replica races its own LR).
-    ``train_copy(m, average_gradients)`` trains the weights as they are for the race's steps, with every param group's
-    LR already at ``m`` x its peak, calling ``average_gradients(parameters)`` before each step when it is not None
+    ``train_copy(m, groups, average_gradients)`` trains the weights as they are for the race's steps, with every param
+    group's LR already at ``m`` x its peak, on this rank's share of a copy's batch under ``groups``
+    (`start_race.RaceGroups`), calling ``average_gradients(parameters)`` before each step when it is not None
     (`RaceSteps`); ``score()`` returns the weights' per-example probe losses (a 1-D tensor, the same examples on every
-    rank). ``data_parallel``: the shell gives each rank its share of a copy's batch (`start_race.race_groups`), so
-    groups of ranks train each copy together on ``config.start_race_batch_share`` of the global batch; else every rank
-    races its copies alone.
+    rank). ``data_parallel``: the shell gives each rank its share of a copy's batch, so groups of ranks train each
+    candidate together on ``config.start_race_batch_share`` of the global batch, and the start and the copy below it
+    on ``config.start_race_lower_batch_share`` (where the two shares differ the start races twice, once on each);
+    else every rank races its copies alone on the batches it is given.
     """
     multipliers = race_multipliers(config.controller_max_factor)
     below = below_multiplier(config.controller_max_factor, len(multipliers))
-    # A race that may lower always needs the copy below the start, so it is raced as one more candidate (the last):
-    # in an idle slot where the groups leave one (3 groups, or 5+: e.g. 3 processes, or 5-7 with a quarter-batch
-    # share), else in a round of its own on group 0 (the other groups race a copy that is thrown away meanwhile: see
-    # the idle slots below).
-    copies = [*multipliers, below] if lowers else multipliers
-    groups = race_groups(engine.rank, engine.world_size, data_parallel, config.start_race_batch_share)
-    mine = [] if groups.group is None else race_assignment(groups.group, groups.count, len(copies))
-    rounds = math.ceil(len(copies) / groups.count)
-    average_gradients = _group_averaging(groups, engine)
+    rank, world_size = engine.rank, engine.world_size
+    groups = race_groups(rank, world_size, data_parallel, config.start_race_batch_share)
+    lower_groups = race_groups(rank, world_size, data_parallel, config.start_race_lower_batch_share)
+    # One layout for every copy (the shares alike, or a hand-written loop's race): the copy below the start is one
+    # more candidate (the last), raced in an idle slot where the groups leave one (3 groups, or 5+), else in a round
+    # of its own on group 0 (the other groups race a copy that is thrown away meanwhile: see the idle slots below).
+    # Two layouts: the candidates on theirs, then the start and the copy below it on theirs (BENCHMARKS.md item 58).
+    split = lower_groups != groups
     if any(len(state) for state in optimizer.state.values()):
         raise RuntimeError("The start race runs before the optimizer's first step, but the optimizer has state.")
 
@@ -138,6 +139,9 @@ def race_and_decide(
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
     schedule_lrs = [group["lr"] for group in optimizer.param_groups]
     was_training = model.training
+    averaging = {groups: _group_averaging(groups, engine)}
+    if split:
+        averaging[lower_groups] = _group_averaging(lower_groups, engine)
 
     def put_back() -> None:
         """The initial weights, no optimizer state, the random streams of the race's start."""
@@ -149,14 +153,14 @@ def race_and_decide(
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
 
-    def race_copy(multiplier: float) -> torch.Tensor:
+    def race_copy(multiplier: float, layout: RaceGroups) -> torch.Tensor:
         """Train a copy of the initial weights at ``multiplier`` x the peak LR; its per-example probe losses."""
         # Every copy from the same state (weights, random streams), whichever replica and round races it.
         put_back()
         for group in optimizer.param_groups:
             group["lr"] = peak_lr(group) * multiplier
         model.train()
-        train_copy(multiplier, average_gradients)
+        train_copy(multiplier, layout, averaging[layout])
         return scored()
 
     def scored() -> torch.Tensor:
@@ -167,26 +171,43 @@ def race_and_decide(
         finally:
             model.train()
 
-    device = next(model.parameters()).device
-    # The initial weights' probe losses, before any copy trains (eval mode: no random draws; put_back() restores the
-    # random streams before every copy all the same).
-    initial_scores = scored()
-    try:
-        # Each candidate's per-example probe losses in its round's slot; a replica with fewer candidates leaves
-        # zeros. Candidate c is raced by group c % G in round c // G (G groups; a group of one rank each up to 7
-        # processes), and its first rank's scores stand for it (the group's ranks hold the same weights).
-        row = torch.zeros(rounds, initial_scores.numel())
-        for slot in range(rounds):
+    def race_rounds(copies: list[float], layout: RaceGroups) -> torch.Tensor:
+        """This rank's rounds of ``copies`` under ``layout``: ``[rounds, examples]``, a thrown-away round's row zero.
+        Candidate c is raced by group c % G in round c // G (G groups)."""
+        mine = [] if layout.group is None else race_assignment(layout.group, layout.count, len(copies))
+        row = torch.zeros(math.ceil(len(copies) / layout.count), examples)
+        for slot in range(row.shape[0]):
             if slot < len(mine):
-                row[slot] = race_copy(copies[mine[slot]])
+                row[slot] = race_copy(copies[mine[slot]], layout)
             else:
                 # An idle slot races a copy that is thrown away: a Trainer's compute_loss may run collectives at
                 # every call (TRL's SFTTrainer gathers token counts and accuracy across processes), so every rank
                 # must train and score as often as the others, or the race hangs.
-                race_copy(copies[0])
-        gathered = gather_rows(row.flatten(), engine.rank, engine.world_size, device=device, group=engine.group)
-        slots = gathered.view(engine.world_size, rounds, initial_scores.numel())
-        raced = torch.stack([slots[groups.scoring_rank(c)] for c in range(len(copies))])
+                race_copy(copies[0], layout)
+        return row
+
+    def scores_of(gathered: torch.Tensor, copies: list[float], layout: RaceGroups) -> torch.Tensor:
+        """Each copy's per-example probe losses from the gathered rounds (its group's first rank's: the group's
+        ranks hold the same weights)."""
+        slots = gathered.reshape(world_size, -1, examples)
+        return torch.stack([slots[layout.scoring_rank(c)] for c in range(len(copies))])
+
+    device = next(model.parameters()).device
+    # The initial weights' probe losses, before any copy trains (eval mode: no random draws; put_back() restores the
+    # random streams before every copy all the same).
+    initial_scores = scored()
+    examples = initial_scores.numel()
+    try:
+        candidates = [*multipliers, below] if lowers and not split else multipliers
+        pair = [1.0, below]  # the start and the copy below it, on their own share (split only)
+        rows = [race_rounds(candidates, groups)]
+        if split and lowers:
+            rows.append(race_rounds(pair, lower_groups))
+        # One gather for every copy's scores.
+        mine = torch.cat([r.flatten() for r in rows])
+        gathered = gather_rows(mine, rank, world_size, device=device, group=engine.group).view(world_size, -1)
+        cut = rows[0].numel()
+        raced = scores_of(gathered[:, :cut], candidates, groups)
         per_candidate = raced[: len(multipliers)]
         decision = decide_race(
             per_candidate,
@@ -195,20 +216,27 @@ def race_and_decide(
             config.start_race_raise_to,
             config.start_race_raise_on,
         )
-        below_scores = raced[len(multipliers)] if lowers else None
+        start_scores, below_scores = per_candidate[0], None
+        if lowers:
+            start_scores, below_scores = (
+                scores_of(gathered[:, cut:], pair, lower_groups) if split else (per_candidate[0], raced[-1])
+            )
         if decision.wants_below and below_scores is None:
             # A race that only raises pays for the copy below the start only when the rest would raise. Every
-            # replica races it (compute_loss may run collectives, as above); replica 0's scores decide for all (its
-            # group races it together).
-            mine_below = race_copy(below) if engine.rank == 0 else race_copy(below).zero_()
-            gathered = gather_rows(mine_below, engine.rank, engine.world_size, device=device, group=engine.group)
-            below_scores = gathered[0]
+            # replica races it (compute_loss may run collectives, as above); group 0's first rank decides for all.
+            copies = pair if split else [below]
+            row = race_rounds(copies, lower_groups)
+            more = gather_rows(row.flatten(), rank, world_size, device=device, group=engine.group)
+            scored_pair = scores_of(more, copies, lower_groups)
+            below_scores = scored_pair[-1]
+            start_scores = scored_pair[0] if split else start_scores
         if decision.wants_below:
-            decision = confirm_with_below(decision, below_scores, below)
+            decision = confirm_with_below(decision, below_scores, below, start_scores if split else None)
         if lowers and decision.scale == 1.0:
-            start_scores = per_candidate[0]
             significance = config.start_race_significance
             decision = decide_lower(decision, start_scores, below_scores, initial_scores, below, significance)
+        if split and below_scores is not None:
+            decision = replace(decision, lower_start_probe_loss=_mean_or_inf(start_scores))
         initial_probe_loss = float(initial_scores.double().mean())
         ceiling = stall_ceiling([float(m) for m in decision.probe_losses], initial_probe_loss, multipliers)
         return replace(decision, initial_probe_loss=initial_probe_loss, stall_ceiling=ceiling)
@@ -217,6 +245,11 @@ def race_and_decide(
         for group, lr in zip(optimizer.param_groups, schedule_lrs):
             group["lr"] = lr
         model.train(was_training)
+
+
+def _mean_or_inf(scores: torch.Tensor) -> float:
+    rows = scores.double()
+    return float(rows.mean()) if bool(torch.isfinite(rows).all()) else math.inf
 
 
 def _group_averaging(groups: RaceGroups, engine: HDETEngine) -> Callable[[list[nn.Parameter]], None] | None:
@@ -315,7 +348,9 @@ def race_user_batches(
 
     trained = [p for p in module.parameters() if p.requires_grad]
 
-    def train_copy(multiplier: float, average_gradients: Callable[[list[nn.Parameter]], None] | None) -> None:
+    def train_copy(
+        multiplier: float, groups: RaceGroups, average_gradients: Callable[[list[nn.Parameter]], None] | None
+    ) -> None:
         # Every rank holds the same user batches (checked above): each races its copies alone, never averaged.
         race_steps = RaceSteps(optimizer, trained, max_grad_norm, grad_scaler, average_gradients)
         bar = tqdm(race_batches, desc=f"HDET start race (LR x {multiplier:.3g})", disable=not rank0, leave=False)

@@ -6,14 +6,15 @@ controller's bound), whatever the number of replicas: replica ``r`` of ``N`` rac
 with no copy of its own in a round races one that is thrown away, as a Trainer's compute_loss may run collectives),
 all from the initial weights on the same batches, and scores each copy on the same probe examples. HDETTrainer's
 race runs in groups of ranks that train each copy together, each on its share of the copy's batch (`race_groups`),
-so a copy trains on about ``--hdet_start_race_batch_share`` of the run's global batch (by default a quarter, as in the
-4-process races every threshold here was measured on: one replica's batch at 4 processes, two at 8; at 2 a copy takes
-half the global batch, at 5-7 a fifth to a seventh, and the 2-process races were measured too). A copy's batch sets
-how noisy its steps are, and a smaller batch favours a smaller LR: on half the batch at 4 processes the race raised
-two from-scratch language models 10x below their best LR that a quarter left there, and the pretrained classifiers'
-copies 3x above their best LR learned where on a quarter they stalled (BENCHMARKS.md item 56). The copies then see
-the same examples whatever the process count; a copy with dropout still draws other masks when its batch is split
-over ranks, which can decide a copy at the edge of stability (BENCHMARKS.md item 50). The run keeps its initial
+so a candidate trains on ``--hdet_start_race_batch_share`` of the run's global batch (by default half) and the start
+and the copy below it, which decide a lowering and confirm a raise, on ``--hdet_start_race_lower_batch_share`` (by
+default a quarter; below one process's batch a process races alone on part of its batch). A copy's batch sets how
+noisy its steps are, and a smaller batch favours a smaller LR: on half the batch at 4 processes the race raised two
+from-scratch language models 10x below their best LR that a quarter left there, and the pretrained classifiers'
+copies 3x above their best LR learned where on a quarter they stalled (BENCHMARKS.md item 56; at 2 processes the
+same, item 57). So each decision is taken on the share where it helped: a raise on half, a lowering on a quarter
+(item 58). The copies then see the same examples whatever the process count; a copy with dropout still draws other
+masks when its batch is split over ranks, which can decide a copy at the edge of stability (item 50). The run keeps its initial
 weights and raises the base LR's start when (1) every larger LR beat the start (the start came last), (2) the probe loss fell with each step up in LR from the start to the
 winner, (3) the winner beat the start by ``significance`` paired standard errors over the probe's examples, and (4)
 a fifth copy one step below the start (``start / max_factor ** (1 / 3)``; raced with the candidates by default, only
@@ -149,15 +150,18 @@ def race_assignment(rank: int, world_size: int, candidates: int = RACE_CANDIDATE
 @dataclass(frozen=True)
 class RaceGroups:
     """How the ranks share the race's copies: ``size`` ranks train each copy together, each on its share of the
-    copy's batch, with their gradients averaged (1: each rank races its copies alone, by default up to 7 processes);
-    ``count`` such groups race copies side by side. ``group`` is this rank's (None for a rank left over when the
-    process count is not a multiple of ``size``: it races copies that are thrown away, so every rank trains as often
-    as the others) and ``member`` its place in the group (which share of each batch it takes)."""
+    copy's batch, with their gradients averaged (1: each rank races its copies alone); ``count`` such groups race
+    copies side by side. ``group`` is this rank's (None for a rank left over when the process count is not a multiple
+    of ``size``: it races copies that are thrown away, so every rank trains as often as the others) and ``member`` its
+    place in the group (which share of each batch it takes). ``fraction``: the share of one process's batch each rank
+    takes a step (1 but where a copy trains on less than one process's batch: a quarter of the global batch at 2
+    processes is half of one process's batch)."""
 
     size: int
     count: int
     group: int | None
     member: int
+    fraction: float = 1.0
 
     def ranks(self, group: int) -> list[int]:
         """The ranks of group ``group`` (member order)."""
@@ -167,42 +171,52 @@ class RaceGroups:
         """The rank whose scores stand for candidate ``candidate``, and the round it is raced in."""
         return (candidate % self.count) * self.size, candidate // self.count
 
+    def share(self, world_size: int) -> float:
+        """The share of the run's global batch a copy trains on."""
+        return self.size * self.fraction / world_size
+
 
 def race_groups(
     rank: int, world_size: int, data_parallel: bool = True, batch_share: float = DEFAULT_START_RACE_BATCH_SHARE
 ) -> RaceGroups:
-    """The race's groups on ``world_size`` processes: ``floor(world_size x batch_share)`` ranks per copy (at least 1),
-    so each copy trains on about ``batch_share`` of the run's global batch (the default quarter: one replica's batch up
-    to 7 processes, two at 8; half: one at 2 and 3, two at 4 and 5, four at 8). Without ``data_parallel`` (a
-    hand-written loop's race on the user's own batches, the same on every rank) every rank races alone.
+    """The race's groups on ``world_size`` processes for copies on ``batch_share`` of the run's global batch:
+    ``floor(world_size x batch_share)`` ranks per copy, each on its replica's batch; where that is less than one
+    process, each rank races alone on that share of its batch (``fraction``: a quarter at 2 processes is half of one
+    process's batch, at 3 three quarters). Half: one process at 2 and 3, two at 4 and 5, four at 8; a quarter: half a
+    process at 2, one at 4 to 7, two at 8. Without ``data_parallel`` (a hand-written loop's race on the user's own
+    batches, the same on every rank) every rank races alone on the batches it is given.
 
     Why a share of the global batch and not one replica's batch: a copy's batch sets how noisy its steps are, and a
     smaller batch favours a smaller LR. On 8 processes (a copy on an eighth of the batch) the 4.64x copy stalled from
     a third of the classifiers' best LR where at 4 processes it learned fastest (BENCHMARKS.md item 50): the decision
-    depended on the process count. Which share decides best is another question (item 56).
+    depended on the process count. Which share decides best is items 56-58.
     """
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in a world of {world_size}.")
+    if not data_parallel:
+        return RaceGroups(size=1, count=world_size, group=rank, member=0)
     # The small epsilon keeps exact products (8 x 0.25) from flooring one below through float rounding.
-    size = max(1, math.floor(world_size * batch_share + 1e-9)) if data_parallel else 1
+    wanted = world_size * batch_share
+    if wanted < 1 - 1e-9:
+        return RaceGroups(size=1, count=world_size, group=rank, member=0, fraction=wanted)
+    size = math.floor(wanted + 1e-9)
     count = world_size // size
     group = rank // size if rank < count * size else None
     return RaceGroups(size=size, count=count, group=group, member=rank % size if group is not None else 0)
 
 
-def share_note(world_size: int, batch_share: float = DEFAULT_START_RACE_BATCH_SHARE) -> str | None:
-    """What a user should know where a copy cannot train on ``batch_share`` of the global batch (a copy takes whole
-    processes' batches, at least one: at 2 processes the default quarter is a half), else None. The share changes
-    decisions: at 2 processes the pretrained classifiers' copies 3x above their best LR learned on half the batch, and
-    the race lowered 5 of 9 of those starts; on a quarter (a scratch patch) it lowered 3 of the 4 it had left
-    (BENCHMARKS.md items 56-57)."""
-    size = race_groups(0, world_size, batch_share=batch_share).size
-    if abs(size / world_size - batch_share) < 1e-9:
+def share_note(world_size: int, batch_share: float, flag: str = "--hdet_start_race_batch_share") -> str | None:
+    """What a user should know where a copy cannot train on ``batch_share`` of the global batch (``flag`` sets it):
+    from one process's batch up, a copy takes whole processes' batches (at 3 processes half is one process's, a
+    third). None where the share is exact."""
+    share = race_groups(0, world_size, batch_share=batch_share).share(world_size)
+    if abs(share - batch_share) < 1e-9:
         return None
+    size = race_groups(0, world_size, batch_share=batch_share).size
     return (
-        f"each copy trains on {size} of {world_size} processes' batches ({size / world_size:.3g} of the "
-        f"global batch) where --hdet_start_race_batch_share asks for {batch_share:.3g}: a copy takes whole processes' "
-        "batches, at least one, and a copy's batch changes the race's decisions (BENCHMARKS.md items 56-57)."
+        f"each copy trains on {size} of {world_size} processes' batches ({share:.3g} of the global batch) where "
+        f"{flag} asks for {batch_share:.3g}: from one process's batch up a copy takes whole processes' batches, and "
+        "a copy's batch changes the race's decisions (BENCHMARKS.md items 56-58)."
     )
 
 
@@ -229,6 +243,9 @@ class RaceDecision:
     raise_to: str = "winner"
     # The largest candidate multiplier below the first whose copy stalled (`stall_ceiling`; None: none stalled).
     stall_ceiling: float | None = None
+    # Where the copy below the start raced on a share of its own (--hdet_start_race_lower_batch_share): the start's
+    # copy on that share, which the copy below is compared with (None: the candidates' start, row 0).
+    lower_start_probe_loss: float | None = None
 
     @property
     def wants_below(self) -> bool:
@@ -251,6 +268,7 @@ class RaceDecision:
             "lowered": self.lowered,
             "raise_to": self.raise_to,
             "stall_ceiling": self.stall_ceiling,
+            "lower_start_probe_loss": self.lower_start_probe_loss,
         }
 
 
@@ -325,20 +343,31 @@ def decide_race(
 
 
 def confirm_with_below(
-    decision: RaceDecision, below_per_example: torch.Tensor, multiplier: float
+    decision: RaceDecision,
+    below_per_example: torch.Tensor,
+    multiplier: float,
+    start_per_example: torch.Tensor | None = None,
 ) -> RaceDecision:
     """The final decision once the copy one step below the start (``multiplier`` < 1) has been scored: a raise
-    stands only if that copy's mean probe loss is above the start's (non-finite counts as above)."""
+    stands only if that copy's mean probe loss is above the start's (non-finite counts as above). ``start_per_example``:
+    the start's copy on the copy below's own share, where the two raced on another share than the candidates (None:
+    the candidates' start)."""
     if not decision.wants_below:
         raise ValueError("Only a race that would raise is confirmed against the copy below the start.")
     losses = below_per_example.detach().to(torch.float64).flatten()
     below = float(losses.mean()) if bool(torch.isfinite(losses).all()) else math.inf
-    stands = below > decision.probe_losses[0]
+    start = decision.probe_losses[0]
+    lower_start = None
+    if start_per_example is not None:
+        row = start_per_example.detach().to(torch.float64).flatten()
+        start = lower_start = float(row.mean()) if bool(torch.isfinite(row).all()) else math.inf
+    stands = below > start
     return replace(
         decision,
         scale=decision.scale if stands else 1.0,
         below_multiplier=float(multiplier),
         below_probe_loss=below,
+        lower_start_probe_loss=lower_start,
     )
 
 

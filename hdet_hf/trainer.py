@@ -110,6 +110,12 @@ class HDETCallback(TrainerCallback):
                             if decision.below_probe_loss is None
                             else {"hdet/start_race_probe_loss_below": decision.below_probe_loss}
                         ),
+                        # The start's copy on the lowering pair's share, where that is not the candidates'.
+                        **(
+                            {}
+                            if decision.lower_start_probe_loss is None
+                            else {"hdet/start_race_probe_loss_lower_start": decision.lower_start_probe_loss}
+                        ),
                         "hdet/start_race_probe_loss_initial": decision.initial_probe_loss,
                     }
                 )

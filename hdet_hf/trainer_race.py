@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from .probe_sample import DEFAULT_RACE_PROBE_SIZE
 from .race_runner import RaceSteps, race_and_decide
-from .start_race import RaceDecision, race_groups, race_steps_for_run, share_note
+from .start_race import RaceDecision, RaceGroups, race_groups, race_steps_for_run, share_note
 
 if TYPE_CHECKING:
     from .trainer import HDETTrainerMixin
@@ -123,25 +123,45 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     # the per-device size (the run's memory). A step on the micro-batch alone would race at a fraction of the batch
     # the run's LR is for, and a smaller batch favours a smaller LR.
     # Groups of ranks train each copy together, each rank on its share (`race_groups`): a copy's batch is
-    # --hdet_start_race_batch_share of the run's global batch whatever the number of processes.
+    # --hdet_start_race_batch_share of the run's global batch whatever the number of processes (the candidates), and
+    # --hdet_start_race_lower_batch_share for the start and the copy below it; below one process's batch a rank takes
+    # part of its batch.
     micro = args.per_device_train_batch_size
     accumulation = max(int(args.gradient_accumulation_steps or 1), 1)
-    groups = race_groups(engine.rank, engine.world_size, batch_share=config.start_race_batch_share)
-    note = share_note(engine.world_size, config.start_race_batch_share)
-    if note is not None and trainer.is_world_process_zero():
-        logger.info("HDET start race: %s", note)
-    share = micro * accumulation
-    every = _race_examples(trainer, steps, share * groups.size)
-    batches = [examples[groups.member * share : (groups.member + 1) * share] for examples in every]
+    per_process = micro * accumulation
+    shares = {
+        "--hdet_start_race_batch_share": config.start_race_batch_share,
+        "--hdet_start_race_lower_batch_share": config.start_race_lower_batch_share,
+    }
+    for flag, batch_share in shares.items():
+        note = share_note(engine.world_size, batch_share, flag)
+        if note is not None and trainer.is_world_process_zero():
+            logger.info("HDET start race: %s", note)
+    batches_of: dict[RaceGroups, list[list[Any]]] = {}
+
+    def rank_share(groups: RaceGroups) -> int:
+        """Examples of each race step this rank trains on under ``groups``."""
+        return max(1, round(per_process * groups.fraction))
+
+    def rank_batches(groups: RaceGroups) -> list[list[Any]]:
+        """This rank's examples of each race step under ``groups``: the same steps' examples on every rank (drawn for
+        the copy's whole batch), this rank's slice of them."""
+        if groups not in batches_of:
+            share = rank_share(groups)
+            every = _race_examples(trainer, steps, share * groups.size)
+            batches_of[groups] = [examples[groups.member * share : (groups.member + 1) * share] for examples in every]
+        return batches_of[groups]
 
     trained = [p for p in model.parameters() if p.requires_grad]
     # Under --fp16 on a GPU the Trainer steps through Accelerate's GradScaler; the race steps through a copy of it.
     run_scaler = getattr(trainer.accelerator, "scaler", None)
 
-    def train_copy(multiplier: float, average_gradients: Callable[[list[nn.Parameter]], None] | None) -> None:
+    def train_copy(
+        multiplier: float, groups: RaceGroups, average_gradients: Callable[[list[nn.Parameter]], None] | None
+    ) -> None:
         race_steps = RaceSteps(optimizer, trained, args.max_grad_norm, run_scaler, average_gradients)
         bar = tqdm(
-            batches,
+            rank_batches(groups),
             desc=f"HDET start race (LR x {multiplier:.3g})",
             disable=not trainer.is_world_process_zero(),
             leave=False,
@@ -176,7 +196,10 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
             setattr(trainer, name, value)
     # How many examples scored the copies: the standard errors behind the decision depend on it.
     # The record says what the decision was made on: the probe's examples and a copy's batch (examples a race step).
-    record = {"steps": steps, "probe_size": len(probe_examples), "copy_batch": share * groups.size}
+    record = {"steps": steps, "probe_size": len(probe_examples)}
+    for key, batch_share in zip(("copy_batch", "lower_copy_batch"), shares.values()):
+        groups = race_groups(engine.rank, engine.world_size, batch_share=batch_share)
+        record[key] = rank_share(groups) * groups.size
     engine.start_at_scale(decision.scale, race={**decision.to_dict(), **record})
     if trainer.is_world_process_zero():
         below_note = (

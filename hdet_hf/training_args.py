@@ -123,6 +123,7 @@ class HDETTrainingArguments(TrainingArguments):
     hdet_start_race_significance: float = hdet_field("start_race_significance")
     hdet_start_race_probe_size: int | None = hdet_field("start_race_probe_size")
     hdet_start_race_batch_share: float = hdet_field("start_race_batch_share")
+    hdet_start_race_lower_batch_share: float = hdet_field("start_race_lower_batch_share")
     hdet_lr_groups: bool = hdet_field("lr_groups")
     hdet_weight_decay_spread: float = hdet_field("weight_decay_spread")
     hdet_weight_decay_auto: bool = hdet_field("weight_decay_auto")

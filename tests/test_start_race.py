@@ -49,15 +49,19 @@ def test_every_candidate_is_raced_once_whatever_the_number_of_replicas(world_siz
 @pytest.mark.parametrize("world_size", [2, 3, 4, 5, 7, 8, 9, 10, 12, 16])
 def test_race_groups_train_each_copy_on_its_share_of_the_global_batch(world_size, batch_share):
     groups = [race_groups(rank, world_size, batch_share=batch_share) for rank in range(world_size)]
-    size, count = groups[0].size, groups[0].count
-    assert size == max(1, int(world_size * batch_share + 1e-9))
-    assert count == world_size // size
-    # A copy's batch as a share of the global batch: exactly the share where the process count allows it (half at
-    # 2, 4, 8 ...; a quarter at 4, 8, 12, 16), else the largest share of whole replicas below it (one replica's batch
-    # where even that is more).
-    if size > 1:
-        assert size / world_size <= batch_share
-    assert size / world_size == batch_share or world_size * batch_share % 1 or size == 1
+    size, count, fraction = groups[0].size, groups[0].count, groups[0].fraction
+    wanted = world_size * batch_share
+    if wanted < 1:
+        # Less than one process's batch: each rank races alone on that share of its batch (a quarter at 2 processes
+        # is half of one process's batch), exactly the share asked for.
+        assert (size, count) == (1, world_size) and fraction == pytest.approx(wanted)
+        assert groups[0].share(world_size) == pytest.approx(batch_share)
+    else:
+        assert fraction == 1.0 and size == int(wanted + 1e-9) and count == world_size // size
+        # Exactly the share where the process count allows it (half at 2, 4, 8 ...; a quarter at 4, 8, 12, 16),
+        # else the largest share of whole processes below it.
+        assert groups[0].share(world_size) <= batch_share
+        assert groups[0].share(world_size) == batch_share or wanted % 1
     # Groups are runs of consecutive ranks; a rank left over (9 processes: rank 8) has no group.
     for rank, g in enumerate(groups):
         if rank < count * size:
@@ -72,32 +76,39 @@ def test_race_groups_train_each_copy_on_its_share_of_the_global_batch(world_size
     for c in range(copies):
         rank, round_ = groups[0].scoring_rank(c)
         assert groups[rank].group == c % count and groups[rank].member == 0 and round_ == c // count
-    # Without data parallelism (a hand-written loop's race on the user's own batches) every rank races alone.
-    alone = {race_groups(rank, world_size, data_parallel=False, batch_share=batch_share).size for rank in range(world_size)}
-    assert alone == {1}
+    # Without data parallelism (a hand-written loop's race on the user's own batches) every rank races alone on the
+    # whole batches it is given.
+    alone = {race_groups(rank, world_size, data_parallel=False, batch_share=batch_share) for rank in range(world_size)}
+    assert {(g.size, g.fraction) for g in alone} == {(1, 1.0)}
 
 
-def test_race_groups_default_to_a_quarter_of_the_global_batch():
-    # The share the race's rule was measured with (4 processes): each rank alone up to 7 processes, pairs at 8.
-    assert [race_groups(0, n).size for n in (2, 3, 4, 5, 7, 8, 16)] == [1, 1, 1, 1, 1, 2, 4]
-    assert HDETConfig().start_race_batch_share == 0.25
-    # Half (BENCHMARKS.md item 56): pairs at 4 processes, fours at 8, each rank alone at 2 and 3.
+def test_the_candidates_race_on_half_the_global_batch_and_the_lowering_pair_on_a_quarter_by_default():
+    # BENCHMARKS.md item 58: a raise is decided on half (item 56), a lowering on a quarter (items 56-57).
+    config = HDETConfig()
+    assert (config.start_race_batch_share, config.start_race_lower_batch_share) == (0.5, 0.25)
+    # Half: one process at 2 and 3, pairs at 4 and 5, fours at 8.
     assert [race_groups(0, n, batch_share=0.5).size for n in (2, 3, 4, 5, 8, 16)] == [1, 1, 2, 2, 4, 8]
+    # A quarter: half a process's batch at 2, three quarters at 3, one process at 4 to 7, pairs at 8.
+    quarter = [race_groups(0, n, batch_share=0.25) for n in (2, 3, 4, 7, 8, 16)]
+    assert [(g.size, g.fraction) for g in quarter] == [(1, 0.5), (1, 0.75), (1, 1.0), (1, 1.0), (2, 1.0), (4, 1.0)]
 
 
 def test_share_note_says_where_a_copy_cannot_train_on_the_share_asked_for():
-    """A copy takes whole processes' batches: the default quarter is exact at 4 and 8 processes and says nothing
-    there; at 2, 3 and 6 processes a copy trains on a half, a third and a sixth, and the note gives that share."""
-    assert share_note(4) is None and share_note(8) is None and share_note(4, batch_share=0.5) is None
-    note = share_note(2)
-    assert note is not None and "1 of 2 processes' batches (0.5 of the global batch)" in note and "0.25" in note
-    assert "(0.333 of the global batch)" in share_note(3) and "(0.167 of the global batch)" in share_note(6)
-    assert "(0.5 of the global batch)" in share_note(6, batch_share=0.6)
+    """From one process's batch up a copy takes whole processes' batches: half is exact at 2, 4 and 8 processes and
+    says nothing there, as does a quarter (below one process's batch a rank takes part of its batch); at 3 and 7
+    processes half is a third and three sevenths, and the note gives that share and the flag that asked for it."""
+    assert share_note(2, 0.5) is None and share_note(4, 0.5) is None and share_note(8, 0.5) is None
+    assert share_note(2, 0.25) is None and share_note(3, 0.25) is None and share_note(4, 0.25) is None
+    note = share_note(3, 0.5)
+    assert note is not None and "1 of 3 processes' batches (0.333 of the global batch)" in note and "0.5" in note
+    assert note.count("--hdet_start_race_batch_share") == 1
+    assert "(0.429 of the global batch)" in share_note(7, 0.5)
+    assert "--hdet_start_race_lower_batch_share asks for 0.3" in share_note(6, 0.3, "--hdet_start_race_lower_batch_share")
 
 
 def test_race_groups_with_a_leftover_rank():
     # 9 processes on a quarter: 4 pairs and rank 8 left over (it races thrown-away copies alone); on half: two fours.
-    assert [race_groups(r, 9).group for r in range(9)] == [0, 0, 1, 1, 2, 2, 3, 3, None]
+    assert [race_groups(r, 9, batch_share=0.25).group for r in range(9)] == [0, 0, 1, 1, 2, 2, 3, 3, None]
     assert [race_groups(r, 9, batch_share=0.5).group for r in range(9)] == [0, 0, 0, 0, 1, 1, 1, 1, None]
     with pytest.raises(ValueError, match="not in a world of 8"):
         race_groups(8, 8)
@@ -181,6 +192,14 @@ def test_a_raise_stands_only_if_the_copy_below_the_start_did_worse():
     assert stands.scale == 10.0 and stands.to_dict()["below_probe_loss"] == pytest.approx(2.0804)
     # A copy below that diverged counts as worse than the start.
     assert confirm_with_below(provisional, torch.tensor([math.nan] * 6), 0.464).scale == 10.0
+    # Where the pair raced on a share of its own, the copy below is compared with the start's copy on that share,
+    # not the candidates' start: the same copy below is worse than one start and better than the other.
+    on_its_share = torch.tensor(uniform) + 0.01
+    confirmed = confirm_with_below(provisional, slower, 0.464, start_per_example=on_its_share - 0.02)
+    assert confirmed.scale == 10.0 and confirmed.lower_start_probe_loss == pytest.approx(2.0794 - 0.01)
+    refused = confirm_with_below(provisional, slower, 0.464, start_per_example=on_its_share)
+    assert refused.scale == 1.0 and refused.to_dict()["lower_start_probe_loss"] == pytest.approx(2.0894)
+    assert stands.lower_start_probe_loss is None  # one share: the candidates' start decided
     # A race that does not raise has nothing to confirm.
     assert not held.wants_below
     with pytest.raises(ValueError, match="Only a race that would raise"):

@@ -11,6 +11,8 @@ COMMON = [
     "true", "--hdet", "--hdet_auto_lr", "--hdet_sync_interval", "3", "--max_steps", "6", "--save_strategy", "no",
     "--logging_steps", "1000", "--with_eval",
 ]  # fmt: skip
+# One share for every copy, a quarter of the global batch: the race before session 56 (BENCHMARKS.md item 58).
+QUARTER = ["--hdet_start_race_batch_share", "0.25", "--hdet_start_race_lower_batch_share", "0.25"]
 
 
 def run(tmp_path, name, *flags, nproc=2, profile=True):
@@ -57,16 +59,19 @@ def test_a_race_from_far_below_starts_the_run_at_the_winner(tmp_path):
     assert record["gap"] >= 2.0 * record["standard_error"] > 0
     assert record["start_came_last"] and record["falls_to_winner"]
     assert record["raise_to"] == "largest"  # the default reaches the rule through the Trainer's config
-    # A race that would raise also races a copy one step below the start, which must do worse than the start.
+    # The copy one step below the start must do worse than the start: by default the two race on a quarter of the
+    # global batch (half of one process's batch here), the candidates on half (BENCHMARKS.md item 58).
     assert record["below_multiplier"] == pytest.approx(10 ** (-1 / 3))
-    assert record["below_probe_loss"] > record["probe_losses"][0]
+    assert record["below_probe_loss"] > record["lower_start_probe_loss"]
+    assert (record["copy_batch"], record["lower_copy_batch"]) == (4, 2)
     # The outcome is logged at step 0, where report_to backends see it.
     logged = [h for h in raced[0]["log_history"] if "hdet/start_race_scale" in h]
     assert len(logged) == 1 and logged[0]["hdet/start_race_scale"] == 10.0 and logged[0]["step"] == 0
     probe_keys = sorted(k for k in logged[0] if "probe_loss" in k)
     assert probe_keys == ["hdet/start_race_probe_loss_below"] + [
         f"hdet/start_race_probe_loss_candidate{c}" for c in range(4)
-    ] + ["hdet/start_race_probe_loss_initial"]
+    ] + ["hdet/start_race_probe_loss_initial", "hdet/start_race_probe_loss_lower_start"]
+    assert logged[0]["hdet/start_race_probe_loss_lower_start"] == pytest.approx(record["lower_start_probe_loss"])
     # The initial weights' probe loss: what every copy started from, above every raced copy's here (far below).
     assert logged[0]["hdet/start_race_probe_loss_initial"] == pytest.approx(record["initial_probe_loss"])
     assert record["initial_probe_loss"] > max(record["probe_losses"])
@@ -76,18 +81,6 @@ def test_a_race_from_far_below_starts_the_run_at_the_winner(tmp_path):
     # The base LR starts at 10x the schedule (both runs: the same schedule, controller not yet moving).
     assert raced[0]["lr_per_step"][0] == pytest.approx([10 * x for x in plain[0]["lr_per_step"][0]])
     assert not torch.equal(plain[0]["final"], raced[0]["final"])
-
-
-def test_the_decision_does_not_depend_on_the_number_of_replicas(tmp_path):
-    # On the default quarter of the global batch each rank races alone at 2 and 4 processes: 2 processes race the 4
-    # candidates in two rounds, 4 processes in one. The same copies from the same weights, batches and random
-    # streams, so the same probe losses (bit for bit) and the same decision.
-    flags = ["--learning_rate", "1e-3", "--hdet_start_race_steps", "3"]
-    two = race_record(run(tmp_path, "two", *flags)[0])
-    four = race_record(run(tmp_path, "four", *flags, nproc=4)[0])
-    assert two["probe_losses"] == four["probe_losses"] and len(two["probe_losses"]) == 4
-    assert len(set(two["probe_losses"])) == 4  # four different copies
-    assert two == four
 
 
 def assert_groups_race_as_one_rank_on_their_batch(grouped_ranks, alone, rounds, steps):
@@ -104,35 +97,60 @@ def assert_groups_race_as_one_rank_on_their_batch(grouped_ranks, alone, rounds, 
         assert rank["race_collectives"] == {"gloo:all_reduce": 1 + rounds * steps}, rank["race_collectives"]
 
 
-def test_from_8_processes_pairs_of_ranks_race_each_copy_on_a_quarter_of_the_global_batch(tmp_path):
-    # The same global batch of 16 on 4 processes (4 each) and on 8 (2 each). At 4 each copy trains on one replica's
-    # batch of 4; at 8 two ranks train each copy together on 2 examples each, their gradients averaged: the same
-    # 4 examples per step and the same mean gradient, so the same probe losses up to float rounding and the same
-    # decision. Before session 48 a copy on 8 processes trained on one replica's 2 examples: half the batch the
-    # rule was measured with, and a smaller batch favours a smaller LR (BENCHMARKS.md item 50).
+def test_the_decision_does_not_depend_on_the_number_of_replicas(tmp_path):
+    # The same global batch of 8 on 2 processes (4 each) and on 4 (2 each), the default shares (BENCHMARKS.md item
+    # 58): the candidates on half of it (one process's 4 examples at 2, a pair's 2 + 2 at 4, their gradients
+    # averaged: the same mean gradient up to float rounding), the start and the copy below it on a quarter (2
+    # examples: half of one process's batch at 2, one process's at 4: the same computation, bit for bit).
     flags = ["--learning_rate", "1e-3", "--hdet_start_race_steps", "3"]
+    two_ranks = run(tmp_path, "two", *flags)
+    four_ranks = run(tmp_path, "four", *flags, "--per_device_train_batch_size", "2", nproc=4)
+    two, four = race_record(two_ranks[0]), race_record(four_ranks[0])
+    assert all(race_record(rank) == two for rank in two_ranks) and all(race_record(r) == four for r in four_ranks)
+    assert four["probe_losses"] == pytest.approx(two["probe_losses"], rel=1e-5, abs=1e-6)
+    assert len(set(two["probe_losses"])) == 4  # four different copies
+    assert (four["below_probe_loss"], four["lower_start_probe_loss"]) == (
+        two["below_probe_loss"],
+        two["lower_start_probe_loss"],
+    )
+    # The pair's start trained on another batch than the candidates' start: another copy, another loss.
+    assert two["lower_start_probe_loss"] != two["probe_losses"][0]
+    assert two["scale"] == four["scale"] and two["lowered"] == four["lowered"]
+    assert (two["copy_batch"], two["lower_copy_batch"]) == (four["copy_batch"], four["lower_copy_batch"]) == (4, 2)
+    # At 2 processes one gather; at 4 also a gradient average per step in each of the candidates' 2 rounds.
+    assert all(rank["race_collectives"] == {"gloo:all_reduce": 1} for rank in two_ranks)
+    assert all(rank["race_collectives"] == {"gloo:all_reduce": 1 + 2 * 3} for rank in four_ranks)
+
+
+def test_from_8_processes_pairs_of_ranks_race_each_copy_on_a_quarter_of_the_global_batch(tmp_path):
+    # One share for every copy (a quarter: the race as it was before session 56). The same global batch of 16 on 4
+    # processes (4 each) and on 8 (2 each). At 4 each copy trains on one replica's batch of 4; at 8 two ranks train
+    # each copy together on 2 examples each, their gradients averaged: the same 4 examples per step and the same
+    # mean gradient, so the same probe losses up to float rounding and the same decision. Before session 48 a copy on
+    # 8 processes trained on one replica's 2 examples (BENCHMARKS.md item 50).
+    flags = ["--learning_rate", "1e-3", "--hdet_start_race_steps", "3", *QUARTER]
     four = race_record(run(tmp_path, "four", *flags, nproc=4)[0])
     eight_ranks = run(tmp_path, "eight", *flags, "--per_device_train_batch_size", "2", nproc=8)
     # 5 copies over 4 pairs: two rounds of 3 steps.
     assert_groups_race_as_one_rank_on_their_batch(eight_ranks, four, rounds=2, steps=3)
+    assert four["lower_start_probe_loss"] is None  # one share: the candidates' start decides both ways
     # Without the pairs (one rank's 2 examples per copy step) the copies train on other batches: the test can fail.
     alone = race_record(run(tmp_path, "alone", *flags, "--per_device_train_batch_size", "2", nproc=4)[0])
     assert alone["probe_losses"] != pytest.approx(four["probe_losses"], rel=1e-5, abs=1e-6)
 
 
 def test_on_half_the_global_batch_pairs_of_ranks_race_each_copy_at_4_processes(tmp_path):
-    # The same global batch of 8 on 2 processes (4 each) and on 4 (2 each). With --hdet_start_race_batch_share 0.5 a
-    # copy trains on half the global batch (BENCHMARKS.md item 56): one replica's 4 examples at 2 processes, a pair's
-    # 2 + 2 at 4, their gradients averaged. The same examples per step and the same mean gradient, so the same probe
-    # losses up to float rounding and the same decision.
-    flags = ["--learning_rate", "1e-3", "--hdet_start_race_steps", "3", "--hdet_start_race_batch_share", "0.5"]
+    # One share for every copy, half. The same global batch of 8 on 2 processes (4 each) and on 4 (2 each): one
+    # replica's 4 examples at 2 processes, a pair's 2 + 2 at 4, their gradients averaged. The same examples per
+    # step and the same mean gradient, so the same probe losses up to float rounding and the same decision.
+    flags = ["--learning_rate", "1e-3", "--hdet_start_race_steps", "3", "--hdet_start_race_lower_batch_share", "0.5"]
     two = race_record(run(tmp_path, "two", *flags)[0])
     four_ranks = run(tmp_path, "four", *flags, "--per_device_train_batch_size", "2", nproc=4)
     # 5 copies over 2 pairs: three rounds of 3 steps.
     assert_groups_race_as_one_rank_on_their_batch(four_ranks, two, rounds=3, steps=3)
     assert two["copy_batch"] == race_record(four_ranks[0])["copy_batch"] == 4  # the record says what a copy trained on
-    # On the default quarter (each rank alone on its 2 examples) the copies train on other batches: the test can fail.
-    quarter = run(tmp_path, "quarter", *flags[:-2], "--per_device_train_batch_size", "2", nproc=4)
+    # On a quarter (each rank alone on its 2 examples) the copies train on other batches: the test can fail.
+    quarter = run(tmp_path, "quarter", *flags[:4], *QUARTER, "--per_device_train_batch_size", "2", nproc=4)
     assert race_record(quarter[0])["probe_losses"] != pytest.approx(two["probe_losses"], rel=1e-5, abs=1e-6)
     assert race_record(quarter[0])["copy_batch"] == 2
 
@@ -200,12 +218,14 @@ def test_a_start_that_collapses_is_lowered_one_step_by_default(tmp_path):
 
 
 def test_a_race_through_a_compute_loss_that_gathers_runs_in_step_and_leaves_its_totals(tmp_path):
-    # TRL's SFTTrainer gathers across processes in every compute_loss call. 5 copies on 2 replicas leave replica 1 a
-    # third round with no copy of its own, and a raise-only race that would raise races the copy below the start
-    # alone: every replica must train and score as often as the others, or the race hangs (it did, on TRL's SFT
-    # script, before session 43's fix). The race's calls must not stay in the trainer's running totals either.
+    # TRL's SFTTrainer gathers across processes in every compute_loss call. On one share, 5 copies on 2 replicas
+    # leave replica 1 a third round with no copy of its own; a raise-only race that would raise races the start and
+    # the copy below it (by default on their own share) after the candidates: every replica must train and score as
+    # often as the others, or the race hangs (it did, on TRL's SFT script, before session 43's fix). The race's calls
+    # must not stay in the trainer's running totals either.
     flags = ["--hdet_start_race_steps", "3", "--gathering_loss"]
-    lowering = run(tmp_path, "lowering", "--learning_rate", "1e-2", *flags, profile=False)
+    one_share = ["--hdet_start_race_lower_batch_share", "0.5"]
+    lowering = run(tmp_path, "lowering", "--learning_rate", "1e-2", *flags, *one_share, profile=False)
     raising = run(tmp_path, "raising", "--learning_rate", "1e-4", *flags, "--hdet_start_race_lowers", "false",
                   profile=False)  # fmt: skip
     for ranks in (lowering, raising):

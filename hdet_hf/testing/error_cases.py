@@ -450,8 +450,15 @@ CASES: list[ErrorCase] = [
         "--hdet_auto_lr",
         "--hdet_start_race_batch_share",
         "0",
-        match=r"--hdet_start_race_batch_share is the share of the global batch each start-race copy trains on, in "
+        match=r"--hdet_start_race_batch_share is the share of the global batch a start-race copy trains on, in "
         r"\(0, 1\], but got 0.0",
+    ),
+    _flags(
+        "--hdet_auto_lr",
+        "--hdet_start_race_lower_batch_share",
+        "1.5",
+        match=r"--hdet_start_race_lower_batch_share is the share of the global batch a start-race copy trains on, "
+        r"in \(0, 1\], but got 1.5",
     ),
     _flags(
         "--hdet_auto_lr",
