@@ -207,6 +207,11 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
             if decision.below_probe_loss is None
             else f"; below the start (x {decision.below_multiplier:.3g}): {decision.below_probe_loss:.4f}"
         )
+        if decision.lower_start_probe_loss is not None:  # the pair raced on its own share (a lowering's evidence)
+            below_note += (
+                f" against the start's {decision.lower_start_probe_loss:.4f} on "
+                f"{record['lower_copy_batch']} examples a step (the candidates: {record['copy_batch']})"
+            )
         logger.info(
             "HDET start race (%d steps, LR x %s): probe losses %s%s; the run starts at %.3gx --learning_rate "
             "(gap %.4f, %.1f standard errors).",

@@ -69,6 +69,11 @@ TASKS = (
 #   Session 54 (`benchmarks/controller_today_s54/`): b at 4 processes and the classifier c at 2, the same way
 #   (`b_raceprobe.md`; c at 2 processes: its seed 0's best-LR row). Session 55 (`benchmarks/controller_today_s55/`):
 #   the classifiers c, g and i at 2 processes (`<task>_procs2_raceprobe.md`), so every summary row is today's default.
+# - "split" (session 56, `benchmarks/controller_race_split/`): the race's candidates on half the global batch, the
+#   start and the copy below it on a quarter (the defaults since). Its decisions differ from the "raceprobe" races'
+#   only at 4 processes from 10x below on a, e and f seed 0 and e seed 1 (raised as on half) and at 2 processes from
+#   3x above on c seed 0 and i seeds 0-1 (lowered as on a quarter), and in stall ceilings no run reached
+#   (`derive.txt`); those tables take the recorded runs whose race decided as the split does.
 OVERLAYS = (
     ("today", ("best", "high")),
     ("race", ("low",)),
@@ -78,6 +83,7 @@ OVERLAYS = (
     ("probespread", ("best", "low", "high")),
     ("lostground", ("high",)),
     ("raceprobe", ("best", "low", "high")),
+    ("split", ("best", "low", "high")),
 )
 
 
