@@ -34,9 +34,9 @@ LOSS_BOOKKEEPING = ("_metrics", "_total_train_tokens")
 __all__ = ["race_steps", "run_start_race"]
 
 
-def _race_examples(trainer: HDETTrainerMixin, steps: int, batch_size: int) -> list[list[Any]]:
+def _race_examples(trainer: HDETTrainerMixin, steps: int, batch_size: int, warn: bool = True) -> list[list[Any]]:
     """``steps`` batches of train examples, the same on every rank (a generator seeded by ``--seed``), leaving out
-    the probe's examples when the probe comes from the train set."""
+    the probe's examples when the probe comes from the train set. ``warn``: say so where the set is too small."""
     dataset = trainer.train_dataset
     if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
         raise ValueError(
@@ -46,7 +46,7 @@ def _race_examples(trainer: HDETTrainerMixin, steps: int, batch_size: int) -> li
     if hasattr(dataset, "column_names"):  # a datasets.Dataset: drop the columns the model does not take
         dataset = trainer._remove_unused_columns(dataset, description="start race")
     kept = trainer._train_indices_without_probe(len(dataset))
-    if len(kept) < steps * batch_size and trainer.is_world_process_zero():
+    if warn and len(kept) < steps * batch_size and trainer.is_world_process_zero():
         # Not an error: a small train set still races, but a user should know what the race's scores rest on.
         from_train = trainer._probe_dataset()[0] == "train_dataset"
         trains_on_probe = from_train and len(kept) == len(dataset)
@@ -148,7 +148,8 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
         the copy's whole batch), this rank's slice of them."""
         if groups not in batches_of:
             share = rank_share(groups)
-            every = _race_examples(trainer, steps, share * groups.size)
+            # One warning for a small train set, on the first layout raced (the candidates': by default the larger).
+            every = _race_examples(trainer, steps, share * groups.size, warn=not batches_of)
             batches_of[groups] = [examples[groups.member * share : (groups.member + 1) * share] for examples in every]
         return batches_of[groups]
 

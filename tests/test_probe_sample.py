@@ -145,6 +145,10 @@ def test_a_train_set_too_small_for_the_race_says_so(caplog):
         _race_examples(trainer, 60, 12)
     assert "672 train examples to race on, fewer than its 60 steps x 12" in caplog.text
     caplog.clear()
+    # The race's second layout (the pair on its own share) draws its batches quietly: one warning a race.
+    with caplog.at_level("WARNING", logger="hdet_hf.trainer_race"):
+        _race_examples(trainer, 60, 12, warn=False)
+    assert not caplog.records
     # A small set: the unset race probe takes a quarter of it, at least the controller's 32 (here 32 of 100).
     tiny = Dataset.from_dict({"x": list(range(100)), "labels": [i % 8 for i in range(100)]})
     with caplog.at_level("WARNING", logger="hdet_hf.trainer_race"):
