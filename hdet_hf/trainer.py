@@ -171,6 +171,23 @@ class HDETCallback(TrainerCallback):
                 self.trainer.add_hdet_to_model_card()
 
 
+# The level `_follow_trainer_verbosity` last gave the "hdet_hf" logger (None: never): a level found there that is
+# neither unset nor this one was set by the user, and is theirs to keep.
+_level_we_set: int | None = None
+
+
+def _follow_trainer_verbosity() -> None:
+    """Our INFO lines (the start race's decision, why no race ran) follow the Trainer's own verbosity, which it set from
+    --log_level / --log_level_replica (info on the main process in HF's example scripts). They still go through the
+    script's logging handlers; a script that configures none sees warnings only. A level the user gave the "hdet_hf"
+    logger is left alone."""
+    global _level_we_set
+    hdet_logger = logging.getLogger("hdet_hf")
+    if hdet_logger.level in (logging.NOTSET, _level_we_set):
+        _level_we_set = transformers_logging.get_verbosity()
+        hdet_logger.setLevel(_level_we_set)
+
+
 class HDETTrainerMixin:
     """HDET behaviour for any `transformers.Trainer` subclass (``class MyTrainer(HDETTrainerMixin, Seq2SeqTrainer)``).
 
@@ -189,10 +206,7 @@ class HDETTrainerMixin:
         self._extra_hyperparameters: list[Hyperparameter] = []
         HDETTrainerMixin.instances_created += 1
         super().__init__(*args, **kwargs)
-        # Our INFO lines (the start race's decision, why no race ran) follow the Trainer's own verbosity, which it
-        # set from --log_level / --log_level_replica (info on the main process in HF's example scripts). They still
-        # go through the script's logging handlers; a script that configures none sees warnings only, as before.
-        logging.getLogger("hdet_hf").setLevel(transformers_logging.get_verbosity())
+        _follow_trainer_verbosity()
         remember_backend()  # for `hdet_hf.launch`'s exit, should the script destroy the group itself
         if self.hdet_enabled:
             check_launch_seen(

@@ -118,3 +118,24 @@ def test_hdet_log_lines_follow_the_trainers_verbosity(tmp_path, log_level):
     finally:
         transformers_logging.set_verbosity(before)
         logging.getLogger("hdet_hf").setLevel(logging.NOTSET)
+
+
+@pytest.mark.filterwarnings("ignore:HDET runs on a single process")
+def test_a_level_the_user_gave_our_logger_is_kept(tmp_path):
+    """A user who set the "hdet_hf" logger's level keeps it whatever --log_level says; a level the Trainer set before
+    follows the next Trainer's verbosity."""
+    from transformers.utils import logging as transformers_logging
+
+    before = transformers_logging.get_verbosity()
+    hdet_logger = logging.getLogger("hdet_hf")
+    try:
+        tiny_trainer(tmp_path / "first", max_steps=2, log_level="info")
+        assert hdet_logger.level == logging.INFO
+        tiny_trainer(tmp_path / "second", max_steps=2, log_level="warning")
+        assert hdet_logger.level == logging.WARNING  # ours: it follows
+        hdet_logger.setLevel(logging.DEBUG)
+        tiny_trainer(tmp_path / "third", max_steps=2, log_level="warning")
+        assert hdet_logger.level == logging.DEBUG  # the user's: kept
+    finally:
+        transformers_logging.set_verbosity(before)
+        hdet_logger.setLevel(logging.NOTSET)
