@@ -171,9 +171,16 @@ class RaceGroups:
         """The rank whose scores stand for candidate ``candidate``, and the round it is raced in."""
         return (candidate % self.count) * self.size, candidate // self.count
 
-    def share(self, world_size: int) -> float:
-        """The share of the run's global batch a copy trains on."""
-        return self.size * self.fraction / world_size
+    def rank_examples(self, per_process: int) -> int:
+        """Examples of each race step this rank trains on, of a process's ``per_process`` (whole examples, at least
+        one: rounding can give a copy more than its share on a tiny batch)."""
+        return max(1, round(per_process * self.fraction))
+
+    def share(self, world_size: int, per_process: int | None = None) -> float:
+        """The share of the run's global batch a copy trains on (with ``per_process``: in whole examples)."""
+        if per_process is None:
+            return self.size * self.fraction / world_size
+        return self.size * self.rank_examples(per_process) / (per_process * world_size)
 
 
 def race_groups(
@@ -205,18 +212,26 @@ def race_groups(
     return RaceGroups(size=size, count=count, group=group, member=rank % size if group is not None else 0)
 
 
-def share_note(world_size: int, batch_share: float, flag: str = "--hdet_start_race_batch_share") -> str | None:
+def share_note(
+    world_size: int, batch_share: float, flag: str = "--hdet_start_race_batch_share", per_process: int | None = None
+) -> str | None:
     """What a user should know where a copy cannot train on ``batch_share`` of the global batch (``flag`` sets it):
     from one process's batch up, a copy takes whole processes' batches (at 3 processes half is one process's, a
-    third). None where the share is exact."""
-    share = race_groups(0, world_size, batch_share=batch_share).share(world_size)
+    third); below it, whole examples of a process's ``per_process`` (a quarter at 2 processes of a batch of 1 is one
+    example, half the global batch). None where the share is exact."""
+    groups = race_groups(0, world_size, batch_share=batch_share)
+    share = groups.share(world_size, per_process)
     if abs(share - batch_share) < 1e-9:
         return None
-    size = race_groups(0, world_size, batch_share=batch_share).size
+    what = (
+        f"{groups.size} of {world_size} processes' batches"
+        if groups.fraction == 1.0
+        else f"{groups.rank_examples(per_process or 1)} of each process's {per_process} examples a step"
+    )
     return (
-        f"each copy trains on {size} of {world_size} processes' batches ({share:.3g} of the global batch) where "
-        f"{flag} asks for {batch_share:.3g}: from one process's batch up a copy takes whole processes' batches, and "
-        "a copy's batch changes the race's decisions (BENCHMARKS.md items 56-58)."
+        f"each copy trains on {what} ({share:.3g} of the global batch) where {flag} asks for {batch_share:.3g}: a copy "
+        "takes whole processes' batches from one process's batch up, whole examples below it, and a copy's batch "
+        "changes the race's decisions (BENCHMARKS.md items 56-58)."
     )
 
 

@@ -134,20 +134,16 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
         "--hdet_start_race_lower_batch_share": config.start_race_lower_batch_share,
     }
     for flag, batch_share in shares.items():
-        note = share_note(engine.world_size, batch_share, flag)
+        note = share_note(engine.world_size, batch_share, flag, per_process)
         if note is not None and trainer.is_world_process_zero():
             logger.info("HDET start race: %s", note)
     batches_of: dict[RaceGroups, list[list[Any]]] = {}
-
-    def rank_share(groups: RaceGroups) -> int:
-        """Examples of each race step this rank trains on under ``groups``."""
-        return max(1, round(per_process * groups.fraction))
 
     def rank_batches(groups: RaceGroups) -> list[list[Any]]:
         """This rank's examples of each race step under ``groups``: the same steps' examples on every rank (drawn for
         the copy's whole batch), this rank's slice of them."""
         if groups not in batches_of:
-            share = rank_share(groups)
+            share = groups.rank_examples(per_process)
             # One warning for a small train set, on the first layout raced (the candidates': by default the larger).
             every = _race_examples(trainer, steps, share * groups.size, warn=not batches_of)
             batches_of[groups] = [examples[groups.member * share : (groups.member + 1) * share] for examples in every]
@@ -200,7 +196,7 @@ def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None
     record = {"steps": steps, "probe_size": len(probe_examples)}
     for key, batch_share in zip(("copy_batch", "lower_copy_batch"), shares.values()):
         groups = race_groups(engine.rank, engine.world_size, batch_share=batch_share)
-        record[key] = rank_share(groups) * groups.size
+        record[key] = groups.rank_examples(per_process) * groups.size
     engine.start_at_scale(decision.scale, race={**decision.to_dict(), **record})
     if trainer.is_world_process_zero():
         below_note = (

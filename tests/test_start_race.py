@@ -106,6 +106,17 @@ def test_share_note_says_where_a_copy_cannot_train_on_the_share_asked_for():
     assert "--hdet_start_race_lower_batch_share asks for 0.3" in share_note(6, 0.3, "--hdet_start_race_lower_batch_share")
 
 
+def test_share_note_says_where_whole_examples_give_a_copy_more_than_its_share():
+    """Below one process's batch a rank takes whole examples of its batch: a quarter at 2 processes is 4 of 8, but of
+    a batch of 1 (or 3) a rank still takes 1 (or 2), more than a quarter, and the note says so."""
+    assert share_note(2, 0.25, per_process=8) is None
+    note = share_note(2, 0.25, "--hdet_start_race_lower_batch_share", per_process=1)
+    assert note is not None and "1 of each process's 1 examples a step (0.5 of the global batch)" in note
+    assert "--hdet_start_race_lower_batch_share asks for 0.25" in note
+    assert "2 of each process's 3 examples a step (0.333 of the global batch)" in share_note(2, 0.25, per_process=3)
+    assert race_groups(0, 2, batch_share=0.25).rank_examples(8) == 4
+
+
 def test_race_groups_with_a_leftover_rank():
     # 9 processes on a quarter: 4 pairs and rank 8 left over (it races thrown-away copies alone); on half: two fours.
     assert [race_groups(r, 9, batch_share=0.25).group for r in range(9)] == [0, 0, 1, 1, 2, 2, 3, 3, None]
