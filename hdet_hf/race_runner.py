@@ -105,6 +105,7 @@ def race_and_decide(
     score: Callable[[], torch.Tensor],
     lowers: bool,
     data_parallel: bool = False,
+    train_pair_copy: Callable[[float, RaceGroups, Callable[[list[nn.Parameter]], None] | None], None] | None = None,
 ) -> RaceDecision:
     """Race the 4 candidates (and, when ``lowers``, the copy one step below the start) and decide.
 
@@ -116,7 +117,9 @@ def race_and_decide(
     rank). ``data_parallel``: the shell gives each rank its share of a copy's batch, so groups of ranks train each
     candidate together on ``config.start_race_batch_share`` of the global batch, and the start and the copy below it
     on ``config.start_race_lower_batch_share`` (where the two shares differ the start races twice, once on each);
-    else every rank races its copies alone on the batches it is given.
+    else every rank races its copies alone on the batches it is given. ``train_pair_copy``: how the start and the
+    copy below it train where a hand-written loop gives them batches of their own (``lower_train_batches``): the
+    race is then split as above, every rank racing alone.
     """
     multipliers = race_multipliers(config.controller_max_factor)
     below = below_multiplier(config.controller_max_factor, len(multipliers))
@@ -127,7 +130,7 @@ def race_and_decide(
     # more candidate (the last), raced in an idle slot where the groups leave one (3 groups, or 5+), else in a round
     # of its own on group 0 (the other groups race a copy that is thrown away meanwhile: see the idle slots below).
     # Two layouts: the candidates on theirs, then the start and the copy below it on theirs (BENCHMARKS.md item 58).
-    split = lower_groups != groups
+    split = lower_groups != groups or train_pair_copy is not None
     if any(len(state) for state in optimizer.state.values()):
         raise RuntimeError("The start race runs before the optimizer's first step, but the optimizer has state.")
 
@@ -153,14 +156,16 @@ def race_and_decide(
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
 
-    def race_copy(multiplier: float, layout: RaceGroups) -> torch.Tensor:
-        """Train a copy of the initial weights at ``multiplier`` x the peak LR; its per-example probe losses."""
+    def race_copy(multiplier: float, layout: RaceGroups, lowering_pair: bool) -> torch.Tensor:
+        """Train a copy of the initial weights at ``multiplier`` x the peak LR (as one of the lowering pair where
+        ``lowering_pair``); its per-example probe losses."""
         # Every copy from the same state (weights, random streams), whichever replica and round races it.
         put_back()
         for group in optimizer.param_groups:
             group["lr"] = peak_lr(group) * multiplier
         model.train()
-        train_copy(multiplier, layout, averaging[layout])
+        trains = train_pair_copy if lowering_pair and train_pair_copy is not None else train_copy
+        trains(multiplier, layout, averaging[layout])
         return scored()
 
     def scored() -> torch.Tensor:
@@ -171,19 +176,19 @@ def race_and_decide(
         finally:
             model.train()
 
-    def race_rounds(copies: list[float], layout: RaceGroups) -> torch.Tensor:
+    def race_rounds(copies: list[float], layout: RaceGroups, lowering_pair: bool = False) -> torch.Tensor:
         """This rank's rounds of ``copies`` under ``layout``: ``[rounds, examples]``, a thrown-away round's row zero.
-        Candidate c is raced by group c % G in round c // G (G groups)."""
+        Candidate c is raced by group c % G in round c // G (G groups). ``lowering_pair``: the start and the copy below it."""
         mine = [] if layout.group is None else race_assignment(layout.group, layout.count, len(copies))
         row = torch.zeros(math.ceil(len(copies) / layout.count), examples)
         for slot in range(row.shape[0]):
             if slot < len(mine):
-                row[slot] = race_copy(copies[mine[slot]], layout)
+                row[slot] = race_copy(copies[mine[slot]], layout, lowering_pair)
             else:
                 # An idle slot races a copy that is thrown away: a Trainer's compute_loss may run collectives at
                 # every call (TRL's SFTTrainer gathers token counts and accuracy across processes), so every rank
                 # must train and score as often as the others, or the race hangs.
-                race_copy(copies[0], layout)
+                race_copy(copies[0], layout, lowering_pair)
         return row
 
     def scores_of(gathered: torch.Tensor, copies: list[float], layout: RaceGroups) -> torch.Tensor:
@@ -202,7 +207,7 @@ def race_and_decide(
         pair = [1.0, below]  # the start and the copy below it, on their own share (split only)
         rows = [race_rounds(candidates, groups)]
         if split and lowers:
-            rows.append(race_rounds(pair, lower_groups))
+            rows.append(race_rounds(pair, lower_groups, lowering_pair=True))
         # One gather for every copy's scores.
         mine = torch.cat([r.flatten() for r in rows])
         gathered = gather_rows(mine, rank, world_size, device=device, group=engine.group).view(world_size, -1)
@@ -225,7 +230,7 @@ def race_and_decide(
             # A race that only raises pays for the copy below the start only when the rest would raise. Every
             # replica races it (compute_loss may run collectives, as above); group 0's first rank decides for all.
             copies = pair if split else [below]
-            row = race_rounds(copies, lower_groups)
+            row = race_rounds(copies, lower_groups, lowering_pair=split)
             more = gather_rows(row.flatten(), rank, world_size, device=device, group=engine.group)
             scored_pair = scores_of(more, copies, lower_groups)
             below_scores = scored_pair[-1]
@@ -290,11 +295,15 @@ def race_user_batches(
     lowers: bool,
     switch: str,
     grad_scaler: torch.amp.GradScaler | None = None,
+    lower_train_batches: Sequence[Any] | None = None,
 ) -> RaceDecision | None:
     """The start race of a hand-written loop (``OneCycleAutoLR.start_race``, ``HDETAccelerate.start_race``) on the
     user's batches and loss function: checks them, races, and starts ``engine``'s controller at the decided scale
     (the shell then re-applies its LRs). None with one process. ``switch`` names what turns auto-LR on there.
-    ``grad_scaler``: the loop's GradScaler (fp16), whose state each copy starts from (`RaceSteps`)."""
+    ``grad_scaler``: the loop's GradScaler (fp16), whose state each copy starts from (`RaceSteps`).
+    ``lower_train_batches``: the start's and the copy below its batches, where they race on their own (HDETTrainer's
+    split race: the candidates on half the global batch, the pair on a quarter); None: every copy on
+    ``train_batches``."""
     if not engine.config.auto_lr:
         raise ValueError(
             f"start_race() sets where the auto-LR controller starts, but auto-LR is off. Pass {switch}, or do "
@@ -307,11 +316,15 @@ def race_user_batches(
         )
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise ValueError(f"steps must be an integer >= 1 (60 measured), got {steps!r}.")
-    if len(train_batches) < steps:
-        raise ValueError(
-            f"start_race() trains each copy for steps={steps} steps, one batch each, but train_batches has "
-            f"{len(train_batches)}. Pass at least {steps} batches, or fewer steps."
-        )
+    lists = {"train_batches": train_batches}
+    if lower_train_batches is not None:
+        lists["lower_train_batches"] = lower_train_batches
+    for name, batches in lists.items():
+        if len(batches) < steps:
+            raise ValueError(
+                f"start_race() trains each copy for steps={steps} steps, one batch each, but {name} has "
+                f"{len(batches)}. Pass at least {steps} batches, or fewer steps."
+            )
     if len(probe_batches) < 2:
         raise ValueError(
             "start_race() compares the copies by paired standard errors over probe_batches, which needs at "
@@ -332,12 +345,16 @@ def race_user_batches(
         return None
     rank0 = engine.rank == 0
     race_batches = list(train_batches[:steps])
+    pair_batches = None if lower_train_batches is None else list(lower_train_batches[:steps])
     # Batches that differ between ranks would compare the copies on different examples (the paired test over
-    # the probe would be meaningless): one gather of two checksums refuses them on every rank alike.
-    mine = torch.tensor([_checksum(race_batches), _checksum(list(probe_batches))], dtype=torch.float64)
+    # the probe would be meaningless): one gather of the checksums refuses them on every rank alike.
+    checked = {"train_batches": race_batches, "probe_batches": list(probe_batches)}
+    if pair_batches is not None:
+        checked["lower_train_batches"] = pair_batches
+    mine = torch.tensor([_checksum(batches) for batches in checked.values()], dtype=torch.float64)
     device = next(module.parameters()).device
     every = gather_rows(mine, engine.rank, engine.world_size, device=device, group=engine.group)
-    names = ("train_batches", "probe_batches")
+    names = tuple(checked)
     differ = [name for c, name in enumerate(names) if not bool((every[:, c] == every[0, c]).all())]
     if differ:
         raise ValueError(
@@ -348,20 +365,28 @@ def race_user_batches(
 
     trained = [p for p in module.parameters() if p.requires_grad]
 
-    def train_copy(
-        multiplier: float, groups: RaceGroups, average_gradients: Callable[[list[nn.Parameter]], None] | None
-    ) -> None:
-        # Every rank holds the same user batches (checked above): each races its copies alone, never averaged.
-        race_steps = RaceSteps(optimizer, trained, max_grad_norm, grad_scaler, average_gradients)
-        bar = tqdm(race_batches, desc=f"HDET start race (LR x {multiplier:.3g})", disable=not rank0, leave=False)
-        for batch in bar:
-            race_steps.backward(loss_fn(module, batch))
-            race_steps.step()
+    def copy_trainer(
+        batches: list[Any], what: str
+    ) -> Callable[[float, RaceGroups, Callable[[list[nn.Parameter]], None] | None], None]:
+        def train_copy(
+            multiplier: float, groups: RaceGroups, average_gradients: Callable[[list[nn.Parameter]], None] | None
+        ) -> None:
+            # Every rank holds the same user batches (checked above): each races its copies alone, never averaged.
+            race_steps = RaceSteps(optimizer, trained, max_grad_norm, grad_scaler, average_gradients)
+            bar = tqdm(batches, desc=f"HDET start race{what} (LR x {multiplier:.3g})", disable=not rank0, leave=False)
+            for batch in bar:
+                race_steps.backward(loss_fn(module, batch))
+                race_steps.step()
+
+        return train_copy
 
     def score() -> torch.Tensor:
         return torch.stack([loss_fn(module, batch).detach().reshape(()) for batch in probe_batches])
 
-    decision = race_and_decide(module, optimizer, engine, engine.config, train_copy, score, lowers)
+    decision = race_and_decide(
+        module, optimizer, engine, engine.config, copy_trainer(race_batches, ""), score, lowers,
+        train_pair_copy=None if pair_batches is None else copy_trainer(pair_batches, ", the lowering pair"),
+    )  # fmt: skip
     engine.start_at_scale(decision.scale, race={**decision.to_dict(), "steps": steps, "probe_size": len(probe_batches)})
     return decision
 

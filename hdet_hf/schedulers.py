@@ -403,33 +403,39 @@ class OneCycleAutoLR(OneCycleLR):
         max_grad_norm: float | None = None,
         lowers: bool = True,
         grad_scaler: torch.amp.GradScaler | None = None,
+        lower_train_batches: Sequence[Any] | None = None,
     ) -> RaceDecision | None:
         """The start race before the first step (HDETTrainer's default with auto-LR, ``--hdet_start_race_steps``).
 
         The replicas train copies of the initial weights for ``steps`` steps each at 4 constant LRs (``max_lr`` x
         1, 2.15, 4.64, 10) and one step below (x 0.464), all on the first ``steps`` of ``train_batches``, and score
         each copy on ``probe_batches``: one loss per batch (e.g. 32 batches of one held-out example each), paired
-        over the copies. The run keeps its initial weights, optimizer state and random streams; the controller
-        starts at the scale the rule of `hdet_hf.start_race` decides (a start far below the right LR is raised, one
+        over the copies. With ``lower_train_batches`` the start and the copy below it race again on those batches
+        (they decide a lowering and confirm a raise): HDETTrainer's split race, ``train_batches`` of half the global
+        batch a step and ``lower_train_batches`` of a quarter (BENCHMARKS.md items 56-58); without it every copy
+        trains on ``train_batches``. The run keeps its initial weights, optimizer state and random streams; the
+        controller starts at the scale the rule of `hdet_hf.start_race` decides (a start far below the right LR is raised, one
         that stalls is lowered one step, otherwise nothing changes), recorded in the schedule's record
         (``engine.recorder.record.extra["start_race"]``, hdet_schedule.json).
 
         ``model``: the model being trained (the DistributedDataParallel wrapper or its module: the race trains the
         module, so no gradients are all-reduced while each replica races its own LR). ``loss_fn(model, batch)``
         returns the mean loss of ``batch`` under ``model`` (the loop's own forward: autocast inside it if the loop
-        uses it). ``train_batches`` (one rank's batch each; on 8 or more processes a quarter of the global batch, the
-        share the rule was measured at, as HDETTrainer's race takes) and ``probe_batches`` must be the same on every rank
-        (e.g. drawn with a seeded generator): they are checked, and refused where they differ. ``max_grad_norm``:
+        uses it). ``train_batches`` (one race step's batch each: half the global batch with ``lower_train_batches``, as
+        HDETTrainer's candidates take; alone, one rank's batch, and on 8 or more processes a quarter of the global
+        batch), ``lower_train_batches`` and ``probe_batches`` must be the same on every rank (e.g. drawn with a
+        seeded generator): they are checked, and refused where they differ. ``max_grad_norm``:
         clip as the loop does. ``grad_scaler``: the loop's ``torch.amp.GradScaler`` under fp16 (each copy steps
         through a fresh one with its state, so small gradients do not underflow and an overflow skips the step, as
-        in the loop; the loop's own scaler is not changed). Costs ceil(5 / N) x ``steps`` extra steps per replica (N processes;
-        ``lowers=False``: ceil(4 / N), and ``steps`` more when it raises). Call it after building the scheduler and
-        before the first ``optimizer.step()``; with one process it races nothing and returns None.
+        in the loop; the loop's own scaler is not changed). Costs ceil(5 / N) x ``steps`` extra steps per replica (N
+        processes; with ``lower_train_batches`` ceil(4 / N) + ceil(2 / N); ``lowers=False``: ceil(4 / N), and the
+        pair's round more when it would raise). Call it after building the scheduler and before the first
+        ``optimizer.step()``; with one process it races nothing and returns None.
         """
         decision = race_user_batches(
             self.engine, model, self.optimizer, train_batches, loss_fn, probe_batches,
             steps=steps, max_grad_norm=max_grad_norm, lowers=lowers, switch="enable_auto_lr=True to OneCycleAutoLR",
-            grad_scaler=grad_scaler,
+            grad_scaler=grad_scaler, lower_train_batches=lower_train_batches,
         )  # fmt: skip
         if decision is not None:
             # The first step's LRs were set when the scheduler was built, at scale 1.

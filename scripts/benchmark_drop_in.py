@@ -32,7 +32,9 @@ same loop, the same data order and the same schedule (`OneCycleAutoLR` with no s
   spread 0.5), interval and warm-up as ``readme``; ``paper_no_horizon`` the same with ``comparison_horizon=0``
   (what ``paper`` ran before session 31).
 - ``readme_race``: ``readme`` plus ``scheduler.start_race(...)`` before the first step (60 steps; HDETTrainer's
-  start race, session 45).
+  start race, session 45), every copy on one process's batch. ``readme_race_split``: the race split as HDETTrainer's
+  since session 56, the candidates on half the global batch a step and the start and the copy below it again on a
+  quarter (``lower_train_batches``; session 57).
 
 Every HDET row starts at ``--best_lr`` x 0.1 (``low``), x 1 (``best``) and x 3 (``high``), or x 10 (``top``, when
 asked for in ``--starts``). The loop clips gradients at 1.0 (the Trainer's default, so the numbers sit beside
@@ -137,10 +139,15 @@ HDET_ROWS: dict[str, tuple[dict[str, Any], bool, str | None]] = {
     "paper_no_horizon": ({**PAPER_KWARGS, "comparison_horizon": 0.0}, False, "module"),
     # README's call plus `scheduler.start_race(...)` before the first step (session 45): HDETTrainer's start race.
     "readme_race": (README_KWARGS, True, "module"),
+    # The same with HDETTrainer's split race (session 57): the candidates on half the global batch a step, the start
+    # and the copy below it again on a quarter (`lower_train_batches`).
+    "readme_race_split": (README_KWARGS, True, "module"),
 }
 # Rows that call `OneCycleAutoLR.start_race` (60 steps, one replica's batch a step, the probe's examples one per
 # probe batch) before the loop's first step.
-RACE_ROWS = {"readme_race"}
+RACE_ROWS = {"readme_race", "readme_race_split"}
+# Rows whose race is split by share (the candidates' and the pair's batches a share of the global batch).
+SPLIT_RACE_ROWS = {"readme_race_split": (0.5, 0.25)}
 RACE_STEPS = 60
 
 
@@ -300,16 +307,25 @@ def worker(args: argparse.Namespace) -> None:
             generator = torch.Generator().manual_seed(spec["seed"] * 1_000_003 + 40)
             skip = min(args.probe_size, len(train_ds) - 1)
             order = (skip + torch.randperm(len(train_ds) - skip, generator=generator)).tolist()
-            race_batches = [
-                collate([train_ds[order[(i * args.batch_size + j) % len(order)]] for j in range(args.batch_size)])
-                for i in range(RACE_STEPS)
-            ]
+
+            def race_steps_of(size: int) -> list:
+                """RACE_STEPS batches of ``size`` blocks from the seeded order (HDETTrainer draws each share's so)."""
+                return [
+                    collate([train_ds[order[(i * size + j) % len(order)]] for j in range(size)])
+                    for i in range(RACE_STEPS)
+                ]
+
+            shares = SPLIT_RACE_ROWS.get(spec["row"])
+            global_batch = args.batch_size * args.num_processes
+            race_batches = race_steps_of(args.batch_size if shares is None else max(1, round(global_batch * shares[0])))
+            pair_batches = None if shares is None else race_steps_of(max(1, round(global_batch * shares[1])))
             # The first examples, as HDETTrainer's probe took them when these rows were recorded (session 45); the
             # README now spreads them over the set (`hdet_hf.probe_indices`, session 50).
             probe_batches = [collate([train_ds[i]]) for i in range(min(args.probe_size, len(train_ds)))]
             race = scheduler.start_race(
                 model, race_batches, lambda m, b: m(**b).loss, probe_batches, steps=RACE_STEPS,
                 max_grad_norm=args.max_grad_norm if args.max_grad_norm > 0 else None,
+                lower_train_batches=pair_batches,
             )  # fmt: skip
         sampler = DistributedSampler(train_ds, shuffle=True, seed=spec["seed"], drop_last=True)
         loader = DataLoader(

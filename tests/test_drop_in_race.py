@@ -32,6 +32,8 @@ def test_refuses_what_it_cannot_race():
     model, _, sched = scheduler()
     with pytest.raises(ValueError, match="train_batches has 5"):
         sched.start_race(model, BATCHES, loss_fn, PROBE, steps=6)
+    with pytest.raises(ValueError, match="lower_train_batches has 4"):  # the split race's pair: as many steps
+        sched.start_race(model, BATCHES, loss_fn, PROBE, steps=5, lower_train_batches=BATCHES[:4])
     with pytest.raises(ValueError, match="at least 2 batches"):
         sched.start_race(model, BATCHES, loss_fn, PROBE[:1], steps=5)
     with pytest.raises(ValueError, match="steps must be"):

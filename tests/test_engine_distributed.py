@@ -739,6 +739,35 @@ def test_a_drop_in_race_on_batches_that_differ_between_ranks_is_refused_on_every
         assert all(torch.equal(a, b) for a, b in zip(rank["before"], rank["weights"]))  # nothing trained
 
 
+def test_the_drop_in_split_race_races_the_pair_on_its_own_batches_bit_for_bit(tmp_path):
+    # HDETTrainer's split race in a hand-written loop: the candidates on train_batches, the start and the copy below
+    # it again on lower_train_batches. On the same batches the pair's start is the candidates' start bit for bit and
+    # the run is the single race's; on a quarter of each batch the pair is the single race on those quarters.
+    single = drop_in_race(tmp_path, "single", "1e-4", "lowers")
+    same = drop_in_race(tmp_path, "same", "1e-4", "split_self")
+    quarter = drop_in_race(tmp_path, "quarter", "1e-4", "quarter")
+    split = drop_in_race(tmp_path, "split", "1e-4", "split_quarter")
+    one, two = single[0]["decision"], same[0]["decision"]
+    assert one["lower_start_probe_loss"] is None and two["lower_start_probe_loss"] == two["probe_losses"][0]
+    assert {**two, "lower_start_probe_loss": None} == one and one["scale"] == pytest.approx(10.0)
+    for a, b in zip(single, same):
+        assert a["lrs"] == b["lrs"] and all(torch.equal(x, y) for x, y in zip(a["final"], b["final"]))
+    decision, on_quarters = split[0]["decision"], quarter[0]["decision"]
+    assert decision == split[1]["decision"]  # decided alike on every rank
+    assert decision["probe_losses"] == one["probe_losses"]  # the candidates on the whole batches
+    assert decision["lower_start_probe_loss"] == on_quarters["probe_losses"][0]  # the pair on the quarters
+    assert decision["below_probe_loss"] == on_quarters["below_probe_loss"] != one["below_probe_loss"]
+    assert split[0]["record"]["lower_start_probe_loss"] == decision["lower_start_probe_loss"]
+    for rank in split:  # the initial weights put back after both layouts
+        assert all(torch.equal(b, a) for b, a in zip(rank["before"], rank["after_race"]))
+
+
+def test_a_drop_in_race_pair_batches_that_differ_between_ranks_are_refused_on_every_rank(tmp_path):
+    for rank in drop_in_race(tmp_path, "differ_pair", "1e-4", "differing_pair"):
+        assert "lower_train_batches on every rank" in rank["error"] and "probe_batches" not in rank["error"]
+        assert all(torch.equal(a, b) for a, b in zip(rank["before"], rank["weights"]))
+
+
 def test_the_drop_in_race_steps_through_the_loops_grad_scaler_under_fp16(tmp_path):
     # Under fp16 autocast a small loss's gradients underflow to zero in half precision unless the loss is scaled:
     # raced without the loop's GradScaler no copy learns (every probe loss is the initial weights'), and nothing is
@@ -763,6 +792,9 @@ def test_hdet_accelerate_start_race_raises_a_start_far_below(tmp_path, gradient_
     decision = ranks[0]["decision"]
     assert decision == ranks[1]["decision"] and decision["scale"] == pytest.approx(10.0)
     assert ranks[0]["record"] == {**decision, "steps": 20, "probe_size": 16}
+    # Local mode passes lower_train_batches (the split race): the pair's start raced again, on other batches.
+    split = decision["lower_start_probe_loss"]
+    assert split is None if gradient_sync == "shared" else split != decision["probe_losses"][0]
     for rank in ranks:
         assert all(torch.equal(a, b) for a, b in zip(rank["before"], rank["after_race"]))
         # The first step's base LR at 10x (this rank's step-size multiplier on top, the same before and after).

@@ -834,6 +834,20 @@ def scenario_drop_in_race(rank: int, world: int, max_lr: str, race: str) -> dict
             sched.start_race(ddp, race_batches, regression_loss, own_probe, steps=20)
         except ValueError as error:
             return {"error": str(error), "weights": [p.detach().clone() for p in model.parameters()], "before": before}
+    elif race == "differing_pair":  # each rank its own pair batches: refused on every rank alike
+        own_pair = [example_batch(4, torch.Generator().manual_seed(rank)) for _ in range(20)]
+        try:
+            sched.start_race(ddp, race_batches, regression_loss, probe_batches, steps=20, lower_train_batches=own_pair)
+        except ValueError as error:
+            return {"error": str(error), "weights": [p.detach().clone() for p in model.parameters()], "before": before}
+    elif race in ("split_self", "split_quarter"):  # the pair on its own batches: the same ones, or a quarter of each
+        pair_batches = race_batches if race == "split_self" else [(x[:4], y[:4]) for x, y in race_batches]
+        decision = sched.start_race(
+            ddp, race_batches, regression_loss, probe_batches, steps=20, lower_train_batches=pair_batches
+        )
+    elif race == "quarter":  # every copy on the quarter batches (the single race the split's pair must match)
+        quarter = [(x[:4], y[:4]) for x, y in race_batches]
+        decision = sched.start_race(ddp, quarter, regression_loss, probe_batches, steps=20)
     elif race != "none":
         decision = sched.start_race(ddp, race_batches, regression_loss, probe_batches, steps=20, lowers=race == "lowers")
     after_race = [p.detach().clone() for p in model.parameters()]
@@ -885,7 +899,8 @@ def scenario_drop_in_race_fp16(rank: int, world: int, scaler: str) -> dict:
 
 
 def scenario_accelerate_race(rank: int, world: int, gradient_sync: str) -> dict:
-    """HDETAccelerate.start_race far below the right LR (AdamW at 1e-4 on a regression), then 4 steps of the loop."""
+    """HDETAccelerate.start_race far below the right LR (AdamW at 1e-4 on a regression), then 4 steps of the loop
+    (in local mode the split race: ``lower_train_batches`` a quarter of each race batch)."""
     from accelerate import Accelerator
 
     from hdet_hf import HDETAccelerate
@@ -901,7 +916,9 @@ def scenario_accelerate_race(rank: int, world: int, gradient_sync: str) -> dict:
     before = [p.detach().clone() for p in accelerator.unwrap_model(model).parameters()]
     lr_before = opt.param_groups[0]["lr"]
 
-    decision = hdet.start_race(race_batches, regression_loss, probe_batches, steps=20)
+    # In local mode the split race: the start and the copy below it again on a quarter of each batch.
+    pair = [(x[:4], y[:4]) for x, y in race_batches] if gradient_sync == "local" else None
+    decision = hdet.start_race(race_batches, regression_loss, probe_batches, steps=20, lower_train_batches=pair)
     after_race = [p.detach().clone() for p in accelerator.unwrap_model(model).parameters()]
     lrs = [opt.param_groups[0]["lr"]]
     own = torch.Generator().manual_seed(rank)
