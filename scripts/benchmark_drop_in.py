@@ -34,7 +34,9 @@ same loop, the same data order and the same schedule (`OneCycleAutoLR` with no s
 - ``readme_race``: ``readme`` plus ``scheduler.start_race(...)`` before the first step (60 steps; HDETTrainer's
   start race, session 45), every copy on one process's batch. ``readme_race_split``: the race split as HDETTrainer's
   since session 56, the candidates on half the global batch a step and the start and the copy below it again on a
-  quarter (``lower_train_batches``; session 57).
+  quarter (``lower_train_batches``; session 57). ``readme_race_trainer``: the split race scored, as HDETTrainer's
+  is, on 128 train blocks spread over the set (``hdet_hf.probe_indices``), which its batches leave out (the other
+  race rows score on the first ``--probe_size`` blocks, HDETTrainer's race probe when they were recorded).
 
 Every HDET row starts at ``--best_lr`` x 0.1 (``low``), x 1 (``best``) and x 3 (``high``), or x 10 (``top``, when
 asked for in ``--starts``). The loop clips gradients at 1.0 (the Trainer's default, so the numbers sit beside
@@ -142,12 +144,17 @@ HDET_ROWS: dict[str, tuple[dict[str, Any], bool, str | None]] = {
     # The same with HDETTrainer's split race (session 57): the candidates on half the global batch a step, the start
     # and the copy below it again on a quarter (`lower_train_batches`).
     "readme_race_split": (README_KWARGS, True, "module"),
+    # The race as HDETTrainer's default runs it (session 57): split as above and scored on 128 train blocks spread over
+    # the set (`probe_indices`), which its batches leave out.
+    "readme_race_trainer": (README_KWARGS, True, "module"),
 }
 # Rows that call `OneCycleAutoLR.start_race` (60 steps, one replica's batch a step, the probe's examples one per
 # probe batch) before the loop's first step.
 RACE_ROWS = {"readme_race", "readme_race_split"}
 # Rows whose race is split by share (the candidates' and the pair's batches a share of the global batch).
-SPLIT_RACE_ROWS = {"readme_race_split": (0.5, 0.25)}
+SPLIT_RACE_ROWS = {"readme_race_split": (0.5, 0.25), "readme_race_trainer": (0.5, 0.25)}
+# Rows whose race scores on its own probe: that many train blocks spread over the set (HDETTrainer's race probe).
+RACE_PROBE_ROWS = {"readme_race_trainer": 128}
 RACE_STEPS = 60
 
 
@@ -245,7 +252,7 @@ def worker(args: argparse.Namespace) -> None:
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data import DataLoader, DistributedSampler
 
-    from hdet_hf import OneCycleAutoLR
+    from hdet_hf import OneCycleAutoLR, probe_indices
     from hdet_hf.examples.data import build_default_model, load_default_task
     from hdet_hf.process import finish_distributed
 
@@ -305,8 +312,14 @@ def worker(args: argparse.Namespace) -> None:
             # The race's batches as HDETTrainer draws them: train blocks after the probe's, in an order seeded by the
             # seed, the same on every rank; the probe's blocks one per probe batch (a paired test over them).
             generator = torch.Generator().manual_seed(spec["seed"] * 1_000_003 + 40)
-            skip = min(args.probe_size, len(train_ds) - 1)
-            order = (skip + torch.randperm(len(train_ds) - skip, generator=generator)).tolist()
+            race_probe = RACE_PROBE_ROWS.get(spec["row"])
+            if race_probe is None:
+                # The first examples, as HDETTrainer's probe took them when these rows were recorded (session 45).
+                probe_ids = list(range(min(args.probe_size, len(train_ds) - 1)))
+            else:
+                probe_ids = probe_indices(len(train_ds), min(race_probe, len(train_ds) // 4))
+            kept = sorted(set(range(len(train_ds))) - set(probe_ids))
+            order = [kept[i] for i in torch.randperm(len(kept), generator=generator).tolist()]
 
             def race_steps_of(size: int) -> list:
                 """RACE_STEPS batches of ``size`` blocks from the seeded order (HDETTrainer draws each share's so)."""
@@ -319,9 +332,7 @@ def worker(args: argparse.Namespace) -> None:
             global_batch = args.batch_size * args.num_processes
             race_batches = race_steps_of(args.batch_size if shares is None else max(1, round(global_batch * shares[0])))
             pair_batches = None if shares is None else race_steps_of(max(1, round(global_batch * shares[1])))
-            # The first examples, as HDETTrainer's probe took them when these rows were recorded (session 45); the
-            # README now spreads them over the set (`hdet_hf.probe_indices`, session 50).
-            probe_batches = [collate([train_ds[i]]) for i in range(min(args.probe_size, len(train_ds)))]
+            probe_batches = [collate([train_ds[i]]) for i in probe_ids]
             race = scheduler.start_race(
                 model, race_batches, lambda m, b: m(**b).loss, probe_batches, steps=RACE_STEPS,
                 max_grad_norm=args.max_grad_norm if args.max_grad_norm > 0 else None,
