@@ -52,3 +52,14 @@ def test_quick_run_compares_the_drop_in_with_ddp_on_the_same_loop(tmp_path):
     assert json.loads((out / "launches.jsonl").read_text().splitlines()[0])["command"].endswith(
         f"--out_dir {out}"
     )
+
+
+def test_every_race_setting_belongs_to_a_row_that_races():
+    # A split or own-probe race on a row the loop does not race would run the row without a race, silently.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmark_drop_in", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert {"readme_race", "readme_race_split", "readme_race_trainer"} <= module.RACE_ROWS <= set(module.HDET_ROWS)
+    assert set(module.SPLIT_RACE_ROWS) | set(module.RACE_PROBE_ROWS) <= module.RACE_ROWS
