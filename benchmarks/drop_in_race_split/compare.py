@@ -1,12 +1,19 @@
-"""Session 57: the drop-in's split race (`readme_race_split`) against today's single race (`readme_race`, rerun with the
-same library in `today_single/`), per seed and start; each folder's DDP sweep (copied from the recorded folder) gives
-each seed's best point. (The folders also hold session 45's `readme_race` rows, from a library before the two-step
-raise: not the comparison.)
+"""Session 57: the drop-in's start race in three forms, per seed and start, on the same cells:
+
+- single (`readme_race`, rerun with today's library in `today_single/`): every copy on one process's batch, scored on
+  the train set's first 32 blocks (the README's call before session 57);
+- split (`readme_race_split`): the candidates on half the global batch, the start and the copy below it again on a
+  quarter (`lower_train_batches`), the same probe;
+- as HDETTrainer (`readme_race_trainer`): split, and scored on 128 train blocks spread over the set
+  (`probe_indices`), which its batches leave out (the README's call since session 57).
+
+Each folder's DDP sweep (copied from the recorded folder) gives each seed's best point. (The folders also hold session
+45's `readme_race` rows, from a library before the two-step raise: not the comparison.)
 
     python benchmarks/drop_in_race_split/compare.py > benchmarks/drop_in_race_split/comparison.md
 
-A race that decides the same (scale, stall ceiling) leaves the run bit for bit as it was, so the two rows differ only
-where the split race decided otherwise; the table says where, and why (the candidates' or the pair's batch).
+A race that decides the same (scale, stall ceiling) leaves the run bit for bit as the same loop without a different
+race, so rows differ only where the races decided otherwise.
 """
 
 import json
@@ -19,10 +26,11 @@ FOLDERS = {
     "drop_in_procs4": "a, 4 processes",
     "drop_in_f_procs2": "f, 2 processes",
 }
+ROWS = ("readme_race", "readme_race_split", "readme_race_trainer")
 
 
 def load(path: Path) -> dict[str, dict]:
-    return {r["name"]: r for r in (json.loads(line) for line in open(path))}
+    return {r["name"]: r for r in (json.loads(line) for line in open(path))} if path.exists() else {}
 
 
 def race_note(race: dict) -> str:
@@ -31,16 +39,13 @@ def race_note(race: dict) -> str:
     return f"{race['scale']:.3g}{lowered}" + ("" if ceiling is None else f" (ceiling {ceiling:.3g})")
 
 
-print("| task | start | seed | race: single -> split | single race | split race | DDP at the start LR |")
-print("|---|---|---|---|---|---|---|")
+print("| task | start | seed | race's scale: single / split / as HDETTrainer | single | split | as HDETTrainer "
+      "| DDP at the start LR |")
+print("|---|---|---|---|---|---|---|---|")
 summary = []
 for folder, label in FOLDERS.items():
-    path = HERE / folder / "results.jsonl"
-    if not path.exists():
-        continue
-    runs = load(path)
-    single_path = HERE / "today_single" / folder / "results.jsonl"
-    today = load(single_path) if single_path.exists() else {}
+    runs = {**load(HERE / folder / "results.jsonl")}
+    today = load(HERE / "today_single" / folder / "results.jsonl")
     best, ddp = {}, {}
     for r in runs.values():
         if r["row"] == "ddp":
@@ -49,19 +54,19 @@ for folder, label in FOLDERS.items():
     for start in ("low", "best", "high"):
         cells = []
         for seed in (0, 1, 2):
-            single, split = today.get(f"readme_race_{start}_s{seed}"), runs.get(f"readme_race_split_{start}_s{seed}")
-            if single is None or split is None:
+            found = [(today if row == "readme_race" else runs).get(f"{row}_{start}_s{seed}") for row in ROWS]
+            if any(r is None for r in found):
                 continue
-            ratios = (single["eval_loss"] / best[seed], split["eval_loss"] / best[seed], ddp[(seed, split["lr"])] / best[seed])
-            changed = race_note(single["start_race"]) != race_note(split["start_race"])
-            cells.append((*ratios, changed))
-            arrow = f"{race_note(single['start_race'])} -> {race_note(split['start_race'])}"
-            print(f"| {label} | {start} | {seed} | {arrow} | {ratios[0]:.3f} | **{ratios[1]:.3f}** | {ratios[2]:.3f} |")
+            ratios = [r["eval_loss"] / best[seed] for r in found]
+            at_lr = ddp[(seed, found[0]["lr"])] / best[seed]
+            cells.append((*ratios, at_lr))
+            scales = " / ".join(race_note(r["start_race"]) for r in found)
+            print(f"| {label} | {start} | {seed} | {scales} | {ratios[0]:.3f} | {ratios[1]:.3f} | **{ratios[2]:.3f}** "
+                  f"| {at_lr:.3f} |")
         if cells:
-            summary.append((label, start, len(cells), *(statistics.mean(c[i] for c in cells) for i in range(3)),
-                            sum(c[3] for c in cells)))  # fmt: skip
+            summary.append((label, start, len(cells), *(statistics.mean(c[i] for c in cells) for i in range(4))))
 print()
-print("| task | start | seeds | single race | split race | DDP at the start LR | races that decided otherwise |")
+print("| task | start | seeds | single | split | as HDETTrainer | DDP at the start LR |")
 print("|---|---|---|---|---|---|---|")
-for label, start, n, single, split, at_lr, changed in summary:
-    print(f"| {label} | {start} | {n} | {single:.3f} | **{split:.3f}** | {at_lr:.3f} | {changed} of {n} |")
+for label, start, n, single, split, trainer, at_lr in summary:
+    print(f"| {label} | {start} | {n} | {single:.3f} | {split:.3f} | **{trainer:.3f}** | {at_lr:.3f} |")

@@ -1,6 +1,6 @@
 # Session 57: the drop-in's race as HDETTrainer runs it (row readme_race_trainer: split by share and scored on 128
 # train blocks spread over the set), the same cells as queue.sh, into the same folders. From a worktree of commit
-# d8a36e5 (WT=/tmp/wt57b).
+# e73216a (WT=/tmp/wt57b; at d8a36e5 the row ran without its race: those rows were removed).
 set -e
 B=/work/main/benchmarks/drop_in_race_split
 cd "${WT:-/tmp/wt57b}"
