@@ -530,7 +530,8 @@ class HDETConfig:
             "a quarter left there (2.9-3.2 points lower at the end; BENCHMARKS.md items 56 and 58). From one "
             "process's batch up a copy takes whole processes' batches (at 3 processes half is a third; an INFO line "
             "says so). A hand-written loop's race (OneCycleAutoLR.start_race, HDETAccelerate.start_race) trains on "
-            "the batches it is given."
+            "the batches it is given: pass half the global batch a step as train_batches and a quarter as "
+            "lower_train_batches for this race (README, \"Custom loops with Accelerate\")."
         },
     )
     start_race_lower_batch_share: float = field(
@@ -544,7 +545,7 @@ class HDETConfig:
             "to --hdet_start_race_batch_share for one race on one share (the start's copy then serves both "
             "decisions: one copy fewer). Where the shares differ the pair races after the candidates: "
             "ceil(4 / G) + ceil(2 / G') rounds of --hdet_start_race_steps steps (G, G' the copies raced side by "
-            "side on each share)."
+            "side on each share). A hand-written loop's race takes the pair's batches as lower_train_batches."
         },
     )
     lr_groups: bool = field(
