@@ -206,6 +206,7 @@ class HDETAccelerate:
         max_grad_norm: float | None = None,
         lowers: bool = True,
         lower_train_batches: Sequence[Any] | None = None,
+        accumulation_steps: int = 1,
     ) -> RaceDecision | None:
         """The start race (HDETTrainer's default with auto-LR), after ``prepare`` and before the first step.
 
@@ -213,7 +214,8 @@ class HDETAccelerate:
         at the peak LR x 1, 2.15, 4.64 and 10 (and x 0.464 when ``lowers``) on the first ``steps`` of
         ``train_batches`` (one replica's batch each: with gradient accumulation, the accumulated batch; on 8 or
         more processes a quarter of the global batch; half of it with ``lower_train_batches``, where the start and
-        the copy below it race again on those, a quarter: HDETTrainer's split race), score each
+        the copy below it race again on those, a quarter: HDETTrainer's split race; ``accumulation_steps``
+        consecutive batches of each list a step, where a copy's step is larger than one device fits), score each
         copy on ``probe_batches`` (one loss per batch, paired over the copies) with ``loss_fn(model, batch)``, and
         start the controller at the decided scale; the run keeps its initial weights, optimizer state and random
         streams. The batch lists must be the same on every rank (checked). Whole replicas only (not
@@ -234,7 +236,7 @@ class HDETAccelerate:
             self.engine, self.accelerator.unwrap_model(self.model), self.optimizer, train_batches, loss_fn,
             probe_batches, steps=steps, max_grad_norm=max_grad_norm, lowers=lowers,
             switch="HDETConfig(auto_lr=True)", grad_scaler=self.accelerator.scaler,
-            lower_train_batches=lower_train_batches,
+            lower_train_batches=lower_train_batches, accumulation_steps=accumulation_steps,
         )  # fmt: skip
         if decision is not None:
             self.lr_scheduler.reapply()  # the first step's LRs at the decided scale

@@ -296,6 +296,7 @@ def race_user_batches(
     switch: str,
     grad_scaler: torch.amp.GradScaler | None = None,
     lower_train_batches: Sequence[Any] | None = None,
+    accumulation_steps: int = 1,
 ) -> RaceDecision | None:
     """The start race of a hand-written loop (``OneCycleAutoLR.start_race``, ``HDETAccelerate.start_race``) on the
     user's batches and loss function: checks them, races, and starts ``engine``'s controller at the decided scale
@@ -303,7 +304,8 @@ def race_user_batches(
     ``grad_scaler``: the loop's GradScaler (fp16), whose state each copy starts from (`RaceSteps`).
     ``lower_train_batches``: the start's and the copy below its batches, where they race on their own (HDETTrainer's
     split race: the candidates on half the global batch, the pair on a quarter); None: every copy on
-    ``train_batches``."""
+    ``train_batches``. ``accumulation_steps``: each race step accumulates that many consecutive batches of each list
+    (so a copy's step can be larger than one device's batch: half the global batch at 8 processes is four)."""
     if not engine.config.auto_lr:
         raise ValueError(
             f"start_race() sets where the auto-LR controller starts, but auto-LR is off. Pass {switch}, or do "
@@ -316,14 +318,18 @@ def race_user_batches(
         )
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise ValueError(f"steps must be an integer >= 1 (60 measured), got {steps!r}.")
+    if not isinstance(accumulation_steps, int) or isinstance(accumulation_steps, bool) or accumulation_steps < 1:
+        raise ValueError(f"accumulation_steps must be an integer >= 1, got {accumulation_steps!r}.")
+    needed = steps * accumulation_steps
     lists = {"train_batches": train_batches}
     if lower_train_batches is not None:
         lists["lower_train_batches"] = lower_train_batches
     for name, batches in lists.items():
-        if len(batches) < steps:
+        if len(batches) < needed:
+            each = "one batch each" if accumulation_steps == 1 else f"accumulation_steps={accumulation_steps} batches each"
             raise ValueError(
-                f"start_race() trains each copy for steps={steps} steps, one batch each, but {name} has "
-                f"{len(batches)}. Pass at least {steps} batches, or fewer steps."
+                f"start_race() trains each copy for steps={steps} steps, {each}, but {name} has "
+                f"{len(batches)}. Pass at least {needed} batches, or fewer steps."
             )
     if len(probe_batches) < 2:
         raise ValueError(
@@ -344,8 +350,8 @@ def race_user_batches(
         warnings.warn("start_race(): one process, one replica: nothing to race.", stacklevel=3)
         return None
     rank0 = engine.rank == 0
-    race_batches = list(train_batches[:steps])
-    pair_batches = None if lower_train_batches is None else list(lower_train_batches[:steps])
+    race_batches = list(train_batches[:needed])
+    pair_batches = None if lower_train_batches is None else list(lower_train_batches[:needed])
     # Batches that differ between ranks would compare the copies on different examples (the paired test over
     # the probe would be meaningless): one gather of the checksums refuses them on every rank alike.
     checked = {"train_batches": race_batches, "probe_batches": list(probe_batches)}
@@ -373,9 +379,16 @@ def race_user_batches(
         ) -> None:
             # Every rank holds the same user batches (checked above): each races its copies alone, never averaged.
             race_steps = RaceSteps(optimizer, trained, max_grad_norm, grad_scaler, average_gradients)
-            bar = tqdm(batches, desc=f"HDET start race{what} (LR x {multiplier:.3g})", disable=not rank0, leave=False)
-            for batch in bar:
-                race_steps.backward(loss_fn(module, batch))
+            bar = tqdm(
+                range(0, len(batches), accumulation_steps),
+                desc=f"HDET start race{what} (LR x {multiplier:.3g})",
+                disable=not rank0,
+                leave=False,
+            )
+            for first in bar:
+                # The mean of the step's batches' mean losses, one backward each (one batch's activations at a time).
+                for batch in batches[first : first + accumulation_steps]:
+                    race_steps.backward(loss_fn(module, batch) / accumulation_steps)
                 race_steps.step()
 
         return train_copy

@@ -404,6 +404,7 @@ class OneCycleAutoLR(OneCycleLR):
         lowers: bool = True,
         grad_scaler: torch.amp.GradScaler | None = None,
         lower_train_batches: Sequence[Any] | None = None,
+        accumulation_steps: int = 1,
     ) -> RaceDecision | None:
         """The start race before the first step (HDETTrainer's default with auto-LR, ``--hdet_start_race_steps``).
 
@@ -424,7 +425,9 @@ class OneCycleAutoLR(OneCycleLR):
         uses it). ``train_batches`` (one race step's batch each: half the global batch with ``lower_train_batches``, as
         HDETTrainer's candidates take; alone, one rank's batch, and on 8 or more processes a quarter of the global
         batch), ``lower_train_batches`` and ``probe_batches`` must be the same on every rank (e.g. drawn with a
-        seeded generator): they are checked, and refused where they differ. ``max_grad_norm``:
+        seeded generator): they are checked, and refused where they differ. ``accumulation_steps``: each race step
+        accumulates that many consecutive batches of each list (pass batches no larger than the loop's own, and
+        ``steps`` x ``accumulation_steps`` of them: a copy's step may be larger than one device fits). ``max_grad_norm``:
         clip as the loop does. ``grad_scaler``: the loop's ``torch.amp.GradScaler`` under fp16 (each copy steps
         through a fresh one with its state, so small gradients do not underflow and an overflow skips the step, as
         in the loop; the loop's own scaler is not changed). Costs ceil(5 / N) x ``steps`` extra steps per replica (N
@@ -435,7 +438,7 @@ class OneCycleAutoLR(OneCycleLR):
         decision = race_user_batches(
             self.engine, model, self.optimizer, train_batches, loss_fn, probe_batches,
             steps=steps, max_grad_norm=max_grad_norm, lowers=lowers, switch="enable_auto_lr=True to OneCycleAutoLR",
-            grad_scaler=grad_scaler, lower_train_batches=lower_train_batches,
+            grad_scaler=grad_scaler, lower_train_batches=lower_train_batches, accumulation_steps=accumulation_steps,
         )  # fmt: skip
         if decision is not None:
             # The first step's LRs were set when the scheduler was built, at scale 1.

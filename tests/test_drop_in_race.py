@@ -34,6 +34,10 @@ def test_refuses_what_it_cannot_race():
         sched.start_race(model, BATCHES, loss_fn, PROBE, steps=6)
     with pytest.raises(ValueError, match="lower_train_batches has 4"):  # the split race's pair: as many steps
         sched.start_race(model, BATCHES, loss_fn, PROBE, steps=5, lower_train_batches=BATCHES[:4])
+    with pytest.raises(ValueError, match="accumulation_steps=2 batches each, but train_batches has 5. Pass at least 6"):
+        sched.start_race(model, BATCHES, loss_fn, PROBE, steps=3, accumulation_steps=2)
+    with pytest.raises(ValueError, match="accumulation_steps must be"):
+        sched.start_race(model, BATCHES, loss_fn, PROBE, steps=5, accumulation_steps=0)
     with pytest.raises(ValueError, match="at least 2 batches"):
         sched.start_race(model, BATCHES, loss_fn, PROBE[:1], steps=5)
     with pytest.raises(ValueError, match="steps must be"):

@@ -762,6 +762,20 @@ def test_the_drop_in_split_race_races_the_pair_on_its_own_batches_bit_for_bit(tm
         assert all(torch.equal(b, a) for b, a in zip(rank["before"], rank["after_race"]))
 
 
+def test_a_drop_in_race_step_accumulated_over_micro_batches_is_the_whole_batchs_step(tmp_path):
+    # A copy's step larger than a device fits: 4 micro-batches of 4 accumulated per step race as the 16-row batches
+    # do (the same mean loss and gradient, up to float rounding), and decide alike.
+    whole = drop_in_race(tmp_path, "whole", "1e-4", "lowers")[0]["decision"]
+    accumulated = drop_in_race(tmp_path, "accumulated", "1e-4", "accumulated")
+    decision = accumulated[0]["decision"]
+    assert decision == accumulated[1]["decision"]
+    assert decision["scale"] == whole["scale"] == pytest.approx(10.0)
+    torch.testing.assert_close(decision["probe_losses"], whole["probe_losses"], rtol=1e-5, atol=0)
+    assert decision["below_probe_loss"] == pytest.approx(whole["below_probe_loss"], rel=1e-5)
+    for rank in accumulated:
+        assert all(torch.equal(b, a) for b, a in zip(rank["before"], rank["after_race"]))
+
+
 def test_a_drop_in_race_pair_batches_that_differ_between_ranks_are_refused_on_every_rank(tmp_path):
     for rank in drop_in_race(tmp_path, "differ_pair", "1e-4", "differing_pair"):
         assert "lower_train_batches on every rank" in rank["error"] and "probe_batches" not in rank["error"]

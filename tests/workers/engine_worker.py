@@ -845,6 +845,9 @@ def scenario_drop_in_race(rank: int, world: int, max_lr: str, race: str) -> dict
         decision = sched.start_race(
             ddp, race_batches, regression_loss, probe_batches, steps=20, lower_train_batches=pair_batches
         )
+    elif race == "accumulated":  # each race batch as 4 micro-batches of 4, accumulated into one step
+        micro = [(x[i : i + 4], y[i : i + 4]) for x, y in race_batches for i in range(0, 16, 4)]
+        decision = sched.start_race(ddp, micro, regression_loss, probe_batches, steps=20, accumulation_steps=4)
     elif race == "quarter":  # every copy on the quarter batches (the single race the split's pair must match)
         quarter = [(x[:4], y[:4]) for x, y in race_batches]
         decision = sched.start_race(ddp, quarter, regression_loss, probe_batches, steps=20)
