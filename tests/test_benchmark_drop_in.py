@@ -23,6 +23,16 @@ def run(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
     )
 
 
+def _module():
+    """The script as a module (it is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmark_drop_in", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_unknown_rows_and_starts_are_named():
     proc = run("--configs", "ddp,nope", "--report_only")
     assert proc.returncode != 0 and "Unknown --configs ['nope']" in proc.stderr
@@ -56,22 +66,9 @@ def test_quick_run_compares_the_drop_in_with_ddp_on_the_same_loop(tmp_path):
 
 def test_every_race_setting_belongs_to_a_row_that_races():
     # A split or own-probe race on a row the loop does not race would run the row without a race, silently.
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("benchmark_drop_in", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _module()
     assert {"readme_race", "readme_race_split", "readme_race_trainer"} <= module.RACE_ROWS <= set(module.HDET_ROWS)
     assert set(module.SPLIT_RACE_ROWS) | set(module.RACE_PROBE_ROWS) <= module.RACE_ROWS
-
-
-def _module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("benchmark_drop_in", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_each_task_brings_its_own_sweep_and_given_values_win():
