@@ -87,3 +87,23 @@ for start in STARTS:
         f"| {start} | {statistics.mean(ratios):.3f} ({sd:.3f}), {len(ratios)} seeds | "
         f"{statistics.mean(ats):.3f} | {t[-4] if t else '-'} | {t[-2] if t else '-'} |"
     )
+
+# Plain DDP in the same loop at the LR the race lowered each 3x-above start to (queue_lowered.sh): what that LR costs.
+lowered_path = HERE / "ddp_at_lowered" / "results.jsonl"
+if lowered_path.exists():
+    print("\nFrom 3x above the race lowered every start one step (x0.464: 4.18e-4, 1.39x the sweep's best). Plain DDP in")
+    print("the same loop at that LR:\n")
+    print("| seed | DDP at 4.18e-4: x best DDP (accuracy) | HDET from 3x above: x best DDP | HDET / that DDP |")
+    print("|---|---|---|---|")
+    at_lowered, hdet_high = [], []
+    for line in open(lowered_path):
+        r = json.loads(line)
+        seed = r["seed"]
+        high = next(x for x in runs if x["name"] == f"{ROW}_high_s{seed}")
+        at_lowered.append(r["eval_loss"] / best[seed]["eval_loss"])
+        hdet_high.append(high["eval_loss"] / best[seed]["eval_loss"])
+        print(
+            f"| {seed} | {at_lowered[-1]:.3f} ({r['eval_accuracy']:.3f}) | {hdet_high[-1]:.3f} | "
+            f"{high['eval_loss'] / r['eval_loss']:.3f} |"
+        )
+    print(f"| mean | {statistics.mean(at_lowered):.3f} | {statistics.mean(hdet_high):.3f} | |")
