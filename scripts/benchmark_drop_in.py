@@ -309,7 +309,8 @@ def worker(args: argparse.Namespace) -> None:
         key = seed if args.task == "docstrings" else 0
         if key not in tasks:
             if args.task == "docstrings":
-                sys.path.insert(0, str(REPO / "scripts"))
+                if str(REPO / "scripts") not in sys.path:  # docstring_task.py is a sibling script, not a package
+                    sys.path.insert(0, str(REPO / "scripts"))
                 from docstring_task import build_minilm_classifier, load_docstring_task
 
                 _, data = load_docstring_task(max_length=args.max_length, seed=seed)
