@@ -274,6 +274,15 @@ def planned_runs(args: argparse.Namespace) -> list[dict[str, Any]]:
     return runs
 
 
+def probe_ids_of(set_size: int, size: int, sampling: str) -> list[int]:
+    """The probe's example indices, the same on every rank: the first ``size`` ("first") or spread over the set
+    (``hdet_hf.probe_indices``, "spread"; a label-sorted set's first examples are all of one label)."""
+    from hdet_hf import probe_indices
+
+    size = min(size, set_size - 1)
+    return list(range(size)) if sampling == "first" else probe_indices(set_size, size)
+
+
 def compact_trajectory(trajectory: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The schedule's trajectory while the controller was active, floats to 6 digits (a few kB per run)."""
     keep = ("step", "multipliers", "losses", "probe_losses", "delta", "scale", "excluded_ranks", "line_search_optimum")
@@ -333,10 +342,6 @@ def worker(args: argparse.Namespace) -> None:
                 tasks[key] = (lm["train"], lm["validation"], build_lm)
         return tasks[key]
 
-    def probe_ids_of(train_ds: Any, size: int, sampling: str) -> list[int]:
-        size = min(size, len(train_ds) - 1)
-        return list(range(size)) if sampling == "first" else probe_indices(len(train_ds), size)
-
     def mean_loss(model: Any, batches: list[dict[str, Any]]) -> float:
         """Mean per-example loss over ``batches`` (eval mode, no grad); each LM block holds the same token count."""
         return evaluate(model, batches)[0]
@@ -361,7 +366,7 @@ def worker(args: argparse.Namespace) -> None:
         train_ds, eval_ds, build_model = task_of(spec["seed"])
         # The probe batch as HDETTrainer draws it with no eval set: --probe_size train examples, the same on every
         # rank (the first ones, or spread over the set).
-        probe_batch = collate([train_ds[i] for i in probe_ids_of(train_ds, args.probe_size, args.probe_sampling)])
+        probe_batch = collate([train_ds[i] for i in probe_ids_of(len(train_ds), args.probe_size, args.probe_sampling)])
         eval_batches = [
             collate([eval_ds[j] for j in range(i, min(i + 64, len(eval_ds)))]) for i in range(0, len(eval_ds), 64)
         ]
@@ -392,7 +397,7 @@ def worker(args: argparse.Namespace) -> None:
             if race_probe is None:
                 # The controller's probe examples, as HDETTrainer's race probe took them when these rows were recorded
                 # (session 45).
-                probe_ids = probe_ids_of(train_ds, args.probe_size, args.probe_sampling)
+                probe_ids = probe_ids_of(len(train_ds), args.probe_size, args.probe_sampling)
             else:
                 probe_ids = probe_indices(len(train_ds), min(race_probe, len(train_ds) // 4))
             kept = sorted(set(range(len(train_ds))) - set(probe_ids))

@@ -103,3 +103,12 @@ def test_the_classifier_trains_in_the_hand_written_loop_and_reports_accuracy(tmp
     assert records["readme_best_s0"]["config"]["lr_spread"] == 0.25
     report = (out / "results.md").read_text()
     assert "| accuracy |" in report and f"{records['readme_best_s0']['eval_accuracy']:.3f} |" in report
+
+
+def test_a_spread_probe_reaches_every_label_of_a_sorted_set():
+    # The classifier's data are sorted by label (8 blocks of 150 here): a probe of its first examples sees one label.
+    module = _module()
+    labels = [i // 150 for i in range(1200)]
+    assert {labels[i] for i in module.probe_ids_of(len(labels), 32, "first")} == {0}
+    spread = module.probe_ids_of(len(labels), 32, "spread")
+    assert len(set(spread)) == 32 and {labels[i] for i in spread} == set(range(8))
