@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from .config import DEFAULT_START_RACE_STEPS
 from .probe_sample import DEFAULT_RACE_PROBE_SIZE
 from .race_runner import RaceSteps, race_and_decide
 from .start_race import RaceDecision, RaceGroups, race_groups, race_steps_for_run, share_note
@@ -93,8 +94,36 @@ def race_steps(trainer: HDETTrainerMixin, max_steps: int) -> int:
             f"run has no race ({why_not}). Drop it, or set --hdet_start_race_steps to race anyway."
         )
     if config.start_race_steps is None and not steps and config.auto_lr and trainer.is_world_process_zero():
-        logger.info("HDET: no start race (unset --hdet_start_race_steps races only where it can): %s.", why_not)
+        hint = _no_race_hint(
+            short=max_steps < 2 * DEFAULT_START_RACE_STEPS,
+            streaming=not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")),
+            structural=bool(config.hsdp_shard_size) or trainer.hdet_engine.world_size < 2,
+        )
+        # A user who asked for auto-LR on a run the default race skips should hear it at default verbosity: from a
+        # 10x-low LR the race is most of what the run recovers. Where nothing can change that (sharded or single
+        # replicas, said elsewhere), INFO is enough.
+        (logger.warning if hint else logger.info)(
+            "HDET: no start race (unset --hdet_start_race_steps races only where it can): %s.%s", why_not, hint
+        )
     return steps
+
+
+def _no_race_hint(*, short: bool, streaming: bool, structural: bool) -> str:
+    """What a user can do to get the start race back, or "" where nothing they set would (HSDP, one replica)."""
+    if structural:
+        return ""
+    fixes = []
+    if short:
+        fixes.append(
+            f"set --hdet_start_race_steps to at most half the run's steps to race anyway (measured on runs of "
+            f"{2 * DEFAULT_START_RACE_STEPS}+ steps only)"
+        )
+    if streaming:
+        fixes.append("give a sized train set (a datasets.Dataset, not an IterableDataset)")
+    return (
+        " The controller starts from the given LR alone, and from a far-off LR it recovers less (BENCHMARKS.md, items "
+        "41-43): " + "; ".join(fixes) + "."
+    )
 
 
 def run_start_race(trainer: HDETTrainerMixin, steps: int) -> RaceDecision | None:

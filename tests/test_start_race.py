@@ -421,6 +421,43 @@ def test_lowering_set_to_true_on_a_run_the_default_race_skips_is_an_error():
         race_steps(trainer(True), 60)
 
 
+def test_a_run_the_default_race_skips_says_so_at_default_verbosity_where_the_user_can_change_it(caplog):
+    from types import SimpleNamespace
+
+    from hdet_hf.trainer_race import race_steps
+
+    def trainer(dataset=tuple(range(10)), world_size=2, **config):
+        return SimpleNamespace(
+            args=SimpleNamespace(hdet_config=HDETConfig(auto_lr=True, **config)),
+            train_dataset=dataset,
+            hdet_engine=SimpleNamespace(world_size=world_size),
+            is_world_process_zero=lambda: True,
+        )
+
+    def warnings_of(run, max_steps):
+        caplog.clear()
+        with caplog.at_level("INFO", logger="hdet_hf.trainer_race"):
+            assert race_steps(run, max_steps) == 0
+        return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"], caplog.text
+
+    # Too short for the default race: a WARNING that names the flag that races anyway.
+    warned, _ = warnings_of(trainer(), 60)
+    assert len(warned) == 1 and "fewer than 120 steps" in warned[0]
+    assert "--hdet_start_race_steps to at most half" in warned[0]
+    # A streaming train set: a WARNING that says what would race.
+    warned, _ = warnings_of(trainer(dataset=iter(range(10))), 200)
+    assert len(warned) == 1 and "no length" in warned[0] and "sized train set" in warned[0]
+    assert "at most half" not in warned[0]
+    # Sharded or single replicas: nothing the user sets brings the race back, so INFO only.
+    for run in (trainer(hsdp_shard_size=2), trainer(world_size=1)):
+        warned, text = warnings_of(run, 60)
+        assert warned == [] and "no start race" in text
+    # Auto-LR off or the race switched off on purpose: nothing to say at WARNING.
+    off = SimpleNamespace(**{**vars(trainer()), "args": SimpleNamespace(hdet_config=HDETConfig())})
+    assert warnings_of(off, 60)[0] == []
+    assert warnings_of(trainer(start_race_steps=0), 200)[0] == []
+
+
 def test_unset_means_the_default_only_where_the_race_can_run():
     assert HDETConfig().start_race_steps is None and HDETConfig(auto_lr=True).start_race_steps is None
     # Unset without auto-LR or with HSDP is valid (no race), unlike a number there.
