@@ -442,12 +442,12 @@ def test_a_run_the_default_race_skips_says_so_at_default_verbosity_where_the_use
 
     # Too short for the default race: a WARNING that names the flag that races anyway.
     warned, _ = warnings_of(trainer(), 60)
-    assert len(warned) == 1 and "fewer than 120 steps" in warned[0]
-    assert "--hdet_start_race_steps to at most half" in warned[0]
+    assert len(warned) == 1 and "fewer than 120 steps" in warned[0] and "item 61" in warned[0]
+    assert "--hdet_start_race_steps (at most half" in warned[0]
     # A streaming train set: a WARNING that says what would race.
     warned, _ = warnings_of(trainer(dataset=iter(range(10))), 200)
     assert len(warned) == 1 and "no length" in warned[0] and "sized train set" in warned[0]
-    assert "at most half" not in warned[0]
+    assert "at most half" not in warned[0] and "item 61" not in warned[0]
     # Sharded or single replicas: nothing the user sets brings the race back, so INFO only.
     for run in (trainer(hsdp_shard_size=2), trainer(world_size=1)):
         warned, text = warnings_of(run, 60)
