@@ -4,6 +4,7 @@ DDP at a start LR outside the sweep's grid is in ``ddp_at_start_seed<N>/``.
 
     python benchmarks/controller_short_s59/compare.py > benchmarks/controller_short_s59/comparison.md
     python benchmarks/controller_short_s59/compare.py h > benchmarks/controller_short_s59/h/comparison.md   # task h
+    python benchmarks/controller_short_s59/compare.py c > benchmarks/controller_short_s59/c/comparison.md   # task c
 """
 
 import json
@@ -58,5 +59,7 @@ print("\n(xN: the LR the run ended its exploration at, as a multiple of its star
 print("| start | " + " | ".join(label for _, label in VARIANTS) + " | DDP at the start LR |")
 print("|---|" + "---|" * (len(VARIANTS) + 1))
 for start, _ in STARTS:
+    if (start, VARIANTS[0][0]) not in means:
+        continue  # a start not run (task c: best and 10x below only)
     print(f"| {start} | " + " | ".join(f"{statistics.mean(means[(start, v)]):.3f}" for v, _ in VARIANTS)
           + f" | {statistics.mean(means[(start, 'ddp')]) if means.get((start, 'ddp')) else float('nan'):.3f} |")  # fmt: skip
