@@ -109,21 +109,25 @@ def race_steps(trainer: HDETTrainerMixin, max_steps: int) -> int:
 
 
 def _no_race_hint(*, short: bool, streaming: bool, structural: bool) -> str:
-    """What a user can do to get the start race back, or "" where nothing they set would (HSDP, one replica)."""
+    """What a user can do to get the start race back, or "" where nothing they set would (HSDP, one replica).
+
+    Both causes at once need both fixes: a race length alone on a streaming set stops with the race's error for
+    unsized data, so the hint says "and", not "or".
+    """
     if structural:
         return ""
     fixes = []
+    if streaming:
+        fixes.append("give a sized train set (a datasets.Dataset, not an IterableDataset)")
     if short:
         fixes.append(
             "set --hdet_start_race_steps (at most half the run's steps) to race anyway: on 100-step runs of two tasks a "
             "30-step race recovered a 10x-low start on 6 of 6 seeds and raised a correct one on 1 of 6 (BENCHMARKS.md "
             "item 61)"
         )
-    if streaming:
-        fixes.append("give a sized train set (a datasets.Dataset, not an IterableDataset)")
     return (
         " The controller starts from the given LR alone, and from a far-off LR it recovers less (BENCHMARKS.md, items "
-        "41-43): " + "; ".join(fixes) + "."
+        "41-43): " + ", and ".join(fixes) + "."
     )
 
 

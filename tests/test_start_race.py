@@ -448,6 +448,11 @@ def test_a_run_the_default_race_skips_says_so_at_default_verbosity_where_the_use
     warned, _ = warnings_of(trainer(dataset=iter(range(10))), 200)
     assert len(warned) == 1 and "no length" in warned[0] and "sized train set" in warned[0]
     assert "at most half" not in warned[0] and "item 61" not in warned[0]
+    # Short and streaming: both fixes are needed, so the hint asks for both, the sized set first (a race length
+    # alone on a streaming set stops with the race's error for unsized data).
+    warned, _ = warnings_of(trainer(dataset=iter(range(10))), 60)
+    assert len(warned) == 1 and "no length" in warned[0] and "fewer than 120 steps" in warned[0]
+    assert "IterableDataset), and set --hdet_start_race_steps (at most half" in warned[0]
     # Sharded or single replicas: nothing the user sets brings the race back, so INFO only.
     for run in (trainer(hsdp_shard_size=2), trainer(world_size=1)):
         warned, text = warnings_of(run, 60)
